@@ -1,0 +1,120 @@
+"""`KmqConfig`: the one frozen configuration object of the client library."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from kmq.errors import ConfigError
+
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+# librdkafka settings that kmq owns: they come from KmqConfig's own fields, never from the pass-through.
+_RESERVED_KAFKA_KEYS = frozenset(
+    {"bootstrap.servers", "group.id", "enable.auto.commit", "enable.auto.offset.store", "transactional.id"}
+)
+KafkaValue = str | int | float | bool
+
+
+class KmqConfig(BaseModel):
+    """Settings shared by the client, the producer, the tracker and the REST facade.
+
+    Topic and group names left empty derive from `queue_topic` (PROTOCOL.md's defaults).
+    `kafka_config` passes librdkafka settings (SASL/TLS, tuning) to every Kafka client;
+    `consumer_kafka_config` to consumers only.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bootstrap_servers: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
+    queue_topic: str = Field(description="the queue topic Q")
+    markers_topic: str = Field("", description="markers topic M (default: Q__markers)")
+    dead_letter_topic: str = Field("", description="dead-letter topic D (default: Q__undelivered)")
+    group_id: str = Field("", description="consumer group of the workers (default: Q__workers)")
+    msg_timeout_ms: int = Field(30_000, gt=0, description="time a worker has before a message is redelivered")
+    max_redeliveries: int = Field(3, ge=0, description="redeliveries before a message is dead-lettered")
+    nack_backoff_base_ms: int = Field(1_000, ge=0, description="nack delay after the first delivery")
+    nack_backoff_max_ms: int = Field(60_000, ge=0, description="upper bound of the nack backoff")
+    transactional: bool = Field(False, description="write START markers and commit offsets in one transaction")
+    security_protocol: str = Field("", description="librdkafka security.protocol (e.g. SASL_SSL)")
+    sasl_mechanism: str = Field("", description="librdkafka sasl.mechanism (e.g. SCRAM-SHA-512)")
+    sasl_username: str = Field("", description="SASL user name")
+    sasl_password: SecretStr = Field(SecretStr(""), description="SASL password")
+    ssl_ca_location: str = Field("", description="CA certificate file for TLS")
+    kafka_config: dict[str, KafkaValue] = Field(default_factory=dict, description="librdkafka settings, all clients")
+    consumer_kafka_config: dict[str, KafkaValue] = Field(
+        default_factory=dict, description="librdkafka settings, consumers only"
+    )
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as e:
+            raise _config_error(e) from e
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_names(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("queue_topic"):
+            queue = data["queue_topic"]
+            data = dict(data)
+            data["markers_topic"] = data.get("markers_topic") or f"{queue}__markers"
+            data["dead_letter_topic"] = data.get("dead_letter_topic") or f"{queue}__undelivered"
+            data["group_id"] = data.get("group_id") or f"{queue}__workers"
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if not self.bootstrap_servers.strip():
+            raise ValueError("bootstrap_servers must not be empty (e.g. localhost:9092)")
+        for field in ("queue_topic", "markers_topic", "dead_letter_topic"):
+            if not _TOPIC_NAME.match(getattr(self, field)):
+                raise ValueError(f"{field} must be 1-249 characters of a-z A-Z 0-9 . _ -")
+        if len({self.queue_topic, self.markers_topic, self.dead_letter_topic}) != 3:
+            raise ValueError("queue_topic, markers_topic and dead_letter_topic must be three different topics")
+        if self.nack_backoff_max_ms < self.nack_backoff_base_ms:
+            raise ValueError("nack_backoff_max_ms must be at least nack_backoff_base_ms")
+        for field in ("kafka_config", "consumer_kafka_config"):
+            reserved = sorted(_RESERVED_KAFKA_KEYS & getattr(self, field).keys())
+            if reserved:
+                raise ValueError(f"{field} must not set {', '.join(reserved)}: kmq sets them from its own fields")
+        return self
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> KmqConfig:
+        """Read `KMQ_*` environment variables (e.g. `KMQ_BOOTSTRAP_SERVERS`); `overrides` win."""
+        from kmq.settings import read_env
+
+        return cls(**{**read_env(cls), **overrides})
+
+    def with_overrides(self, **changes: Any) -> KmqConfig:
+        """A copy with some fields changed, validated like a new config."""
+        data = self.model_dump()
+        data["sasl_password"] = self.sasl_password
+        return KmqConfig(**{**data, **changes})
+
+    def kafka_settings(self) -> dict[str, KafkaValue]:
+        """librdkafka settings common to every client: servers, security, then the pass-through."""
+        settings: dict[str, KafkaValue] = {"bootstrap.servers": self.bootstrap_servers}
+        named = {
+            "security.protocol": self.security_protocol,
+            "sasl.mechanism": self.sasl_mechanism,
+            "sasl.username": self.sasl_username,
+            "sasl.password": self.sasl_password.get_secret_value(),
+            "ssl.ca.location": self.ssl_ca_location,
+        }
+        settings.update({k: v for k, v in named.items() if v})
+        settings.update(self.kafka_config)
+        return settings
+
+    def nack_delay_ms(self, redelivery_count: int) -> int:
+        """Exponential backoff: base * 2^count, capped at the maximum."""
+        return min(self.nack_backoff_max_ms, self.nack_backoff_base_ms << min(redelivery_count, 32))
+
+
+def _config_error(error: ValidationError) -> ConfigError:
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "config"
+    message = first["msg"].removeprefix("Value error, ")
+    return ConfigError(field, message)

@@ -1,0 +1,85 @@
+"""The kmq error hierarchy: every error the library raises derives from `KmqError`."""
+
+from __future__ import annotations
+
+
+class KmqError(Exception):
+    """Base of every error raised by kmq."""
+
+
+class ConfigError(KmqError, ValueError):
+    """A configuration value is missing or invalid; the message names the setting."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+
+
+class MarkerDecodeError(KmqError, ValueError):
+    """A record on the markers topic is not a kmq marker (wrong length, unknown type byte, null)."""
+
+
+class TopicMismatchError(KmqError):
+    """The markers topic does not have exactly as many partitions as the queue topic."""
+
+    def __init__(self, queue_topic: str, queue_partitions: int, markers_topic: str, markers_partitions: int) -> None:
+        super().__init__(
+            f"markers topic {markers_topic!r} has {markers_partitions} partitions but queue topic "
+            f"{queue_topic!r} has {queue_partitions}; they must be equal (recreate {markers_topic!r} "
+            f"with {queue_partitions} partitions)"
+        )
+        self.queue_topic = queue_topic
+        self.queue_partitions = queue_partitions
+        self.markers_topic = markers_topic
+        self.markers_partitions = markers_partitions
+
+
+class TopicMissingError(KmqError):
+    """A topic kmq needs does not exist on the cluster."""
+
+    def __init__(self, topic: str, bootstrap_servers: str) -> None:
+        super().__init__(f"topic {topic!r} does not exist on {bootstrap_servers} (create it with `kmq topics create`)")
+        self.topic = topic
+
+
+class BrokerUnavailableError(KmqError):
+    """The Kafka cluster could not be reached or did not answer in time."""
+
+    def __init__(self, bootstrap_servers: str, detail: str) -> None:
+        super().__init__(f"cannot reach Kafka at {bootstrap_servers}: {detail}")
+        self.bootstrap_servers = bootstrap_servers
+
+
+class MarkerWriteError(KmqError):
+    """START markers could not be written; the batch's offsets were not committed and it will be read again."""
+
+    def __init__(self, topic: str, partition: int, offset: int, detail: str) -> None:
+        super().__init__(
+            f"could not write START marker for {topic}[{partition}]@{offset}: {detail}; "
+            "no offsets were committed, the batch will be delivered again"
+        )
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+
+
+class CommitError(KmqError):
+    """Committing the queue offsets of a batch failed after its markers were written."""
+
+
+class DeliveryError(KmqError):
+    """A produced record was not acknowledged by the broker."""
+
+    def __init__(self, topic: str, partition: int | None, detail: str) -> None:
+        where = topic if partition is None else f"{topic}[{partition}]"
+        super().__init__(f"write to {where} failed: {detail}")
+        self.topic = topic
+        self.partition = partition
+
+
+class ClientClosedError(KmqError):
+    """The client or producer was used after `close()`."""
+
+
+class EmbeddedBrokerError(KmqError):
+    """The embedded broker could not be started or stopped."""
