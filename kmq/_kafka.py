@@ -1,0 +1,87 @@
+"""librdkafka settings for each kind of client kmq creates (the Kafka edge: pass-through settings meet here)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Message as KafkaMessage
+
+from kmq.config import KafkaValue, KmqConfig
+from kmq.errors import BrokerUnavailableError
+from kmq.headers import Headers
+
+KafkaSettings = dict[str, KafkaValue]
+
+_PRODUCER_DEFAULTS: KafkaSettings = {"acks": "all", "enable.idempotence": True, "linger.ms": 5}
+_CONSUMER_DEFAULTS: KafkaSettings = {"auto.offset.reset": "earliest", "enable.auto.offset.store": False}
+_UNREACHABLE = frozenset({KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN})
+
+
+def producer_settings(config: KmqConfig, **extra: KafkaValue) -> KafkaSettings:
+    """An idempotent `acks=all` producer; the user's pass-through may tune it (not weaken durability)."""
+    return {**_PRODUCER_DEFAULTS, **config.kafka_settings(), **_dotted(extra), "acks": "all"}
+
+
+def consumer_settings(config: KmqConfig, group_id: str, **extra: KafkaValue) -> KafkaSettings:
+    """A consumer in `group_id` that never commits on its own: kmq commits explicitly."""
+    return {
+        **_CONSUMER_DEFAULTS,
+        **config.kafka_settings(),
+        **config.consumer_kafka_config,
+        **_dotted(extra),
+        "group.id": group_id,
+        "enable.auto.commit": False,
+    }
+
+
+def admin_settings(config: KmqConfig) -> KafkaSettings:
+    return config.kafka_settings()
+
+
+def is_unreachable(error: KafkaException | KafkaError) -> bool:
+    err = error.args[0] if isinstance(error, KafkaException) and error.args else error
+    return isinstance(err, KafkaError) and err.code() in _UNREACHABLE
+
+
+def unavailable(config: KmqConfig, error: Any) -> BrokerUnavailableError:
+    detail = error.args[0].str() if isinstance(error, KafkaException) and error.args else str(error)
+    return BrokerUnavailableError(config.bootstrap_servers, detail)
+
+
+def _dotted(extra: dict[str, KafkaValue]) -> KafkaSettings:
+    """Python keyword names (`linger_ms`) to librdkafka names (`linger.ms`)."""
+    return {key.replace("_", "."): value for key, value in extra.items()}
+
+
+DeliveryCallback = Callable[[KafkaError | None, KafkaMessage], None]
+ANY_PARTITION = -1  # librdkafka's RD_KAFKA_PARTITION_UA: let the partitioner choose
+
+
+def produce(
+    producer: Producer,
+    topic: str,
+    value: bytes | None,
+    key: bytes | None = None,
+    headers: Headers | None = None,
+    partition: int = ANY_PARTITION,
+    on_delivery: DeliveryCallback | None = None,
+    timestamp_ms: int = 0,
+) -> None:
+    """Produce one record, serving delivery reports to make room while the local queue is full."""
+    while True:
+        try:
+            producer.produce(
+                topic,
+                value=value,
+                key=key,
+                headers=cast("list[tuple[str, str | bytes | None]] | None", headers),
+                partition=partition,
+                on_delivery=on_delivery,
+                timestamp=timestamp_ms,
+            )
+        except BufferError:
+            producer.poll(0.05)
+        else:
+            return

@@ -1,0 +1,105 @@
+"""Topic administration: create the queue, markers and dead-letter topics, and check they line up."""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._metadata import ClusterMetadata
+from confluent_kafka.cimpl import NewTopic
+
+from kmq._kafka import admin_settings, is_unreachable, unavailable
+from kmq.config import KmqConfig
+from kmq.errors import ConfigError, TopicMismatchError, TopicMissingError
+
+_log = logging.getLogger(__name__)
+MARKERS_RETENTION_MS = 7 * 24 * 3600 * 1000
+_LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
+
+
+def ensure_topics(config: KmqConfig, partitions: int, replication_factor: int = 1, timeout_s: float = 15.0) -> None:
+    """Create Q, M and D where missing (M with Q's partition count, LogAppendTime where the broker accepts it).
+
+    Existing topics are kept; the call then checks that M and Q have the same partition count.
+    """
+    if partitions < 1:
+        raise ConfigError("partitions", "must be at least 1")
+    if replication_factor < 1:
+        raise ConfigError("replication_factor", "must be at least 1")
+    admin = AdminClient(admin_settings(config))
+    markers_config = {
+        "cleanup.policy": "delete",
+        "retention.ms": str(max(MARKERS_RETENTION_MS, 10 * config.msg_timeout_ms)),
+    }
+    _create(admin, config, NewTopic(config.queue_topic, partitions, replication_factor), timeout_s)
+    if not _create(
+        admin,
+        config,
+        NewTopic(config.markers_topic, partitions, replication_factor, config={**markers_config, **_LOG_APPEND_TIME}),
+        timeout_s,
+        tolerate_invalid_config=True,
+    ):
+        _log.warning("broker refused LogAppendTime on %s; deadlines follow producers' clocks", config.markers_topic)
+        _create(
+            admin,
+            config,
+            NewTopic(config.markers_topic, partitions, replication_factor, config=markers_config),
+            timeout_s,
+        )
+    _create(admin, config, NewTopic(config.dead_letter_topic, partitions, replication_factor), timeout_s)
+    check_topics(config, timeout_s)
+
+
+def check_topics(config: KmqConfig, timeout_s: float = 15.0) -> int:
+    """The queue's partition count; raises when Q or M is missing or their counts differ."""
+    metadata = _metadata(config, timeout_s)
+    queue_partitions = _partitions(config, metadata, config.queue_topic)
+    markers_partitions = _partitions(config, metadata, config.markers_topic)
+    if queue_partitions != markers_partitions:
+        raise TopicMismatchError(config.queue_topic, queue_partitions, config.markers_topic, markers_partitions)
+    return queue_partitions
+
+
+def topic_partitions(config: KmqConfig, topic: str, timeout_s: float = 15.0) -> int:
+    """The partition count of `topic`; raises TopicMissingError when it does not exist."""
+    return _partitions(config, _metadata(config, timeout_s), topic)
+
+
+def _metadata(config: KmqConfig, timeout_s: float) -> ClusterMetadata:
+    # All topics, not one by name: a Metadata request for a missing topic may auto-create it on some clusters.
+    try:
+        return AdminClient(admin_settings(config)).list_topics(timeout=timeout_s)
+    except KafkaException as e:
+        raise unavailable(config, e) from e
+
+
+def _partitions(config: KmqConfig, metadata: ClusterMetadata, topic: str) -> int:
+    found = metadata.topics.get(topic)
+    if found is None or (found.error is not None and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+        raise TopicMissingError(topic, config.bootstrap_servers)
+    if found.error is not None:
+        raise unavailable(config, found.error)
+    return len(found.partitions)
+
+
+def _create(
+    admin: AdminClient, config: KmqConfig, topic: NewTopic, timeout_s: float, tolerate_invalid_config: bool = False
+) -> bool:
+    """Create one topic; True when it exists afterwards, False when the broker refused its config."""
+    future = admin.create_topics([topic], operation_timeout=timeout_s, request_timeout=timeout_s)[topic.topic]
+    try:
+        future.result(timeout=timeout_s)
+    except KafkaException as e:
+        code = e.args[0].code() if e.args else None
+        if code == KafkaError.TOPIC_ALREADY_EXISTS:
+            return True
+        if tolerate_invalid_config and code in (KafkaError.INVALID_CONFIG, KafkaError.POLICY_VIOLATION):
+            return False
+        if is_unreachable(e):
+            raise unavailable(config, e) from e
+        raise
+    except TimeoutError as e:
+        raise unavailable(config, f"creating {topic.topic} timed out after {timeout_s}s") from e
+    _log.info("created topic %s with %d partitions", topic.topic, topic.num_partitions)
+    return True
