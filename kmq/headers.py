@@ -47,6 +47,14 @@ def decode_int64(data: bytes | None) -> int | None:
     return int(_INT64.unpack(data)[0])
 
 
+def from_kafka(raw: object) -> Headers:
+    """Headers as confluent-kafka returns them (a list of pairs, or None) in kmq's form."""
+    if not raw:
+        return []
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return [(str(k), v.encode() if isinstance(v, str) else v) for k, v in pairs]  # type: ignore[attr-defined]  # pairs
+
+
 def get(headers: Sequence[Header] | None, name: str) -> bytes | None:
     """The last value of header `name` (Kafka allows repeats; the last one set wins)."""
     found: bytes | None = None

@@ -1,0 +1,214 @@
+"""`KmqClient`: the consumer side of a kmq queue (PROTOCOL.md, "Client flow")."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Message as KafkaMessage
+
+from kmq import headers as h
+from kmq._delivery import DeliveryGroup
+from kmq._kafka import consumer_settings, produce
+from kmq._transactional import TransactionalStarts
+from kmq.admin import check_topics
+from kmq.config import KmqConfig
+from kmq.errors import ClientClosedError, CommitError, DeliveryError, KmqError, MarkerWriteError
+from kmq.marker_writer import MarkerWriter
+from kmq.markers import MarkerKey
+from kmq.message import Message
+
+_log = logging.getLogger(__name__)
+Target = Message | MarkerKey
+
+
+class KmqClient:
+    """Receives messages from the queue and acknowledges them one by one.
+
+    `receive` is for one thread; `processed`, `nack` and `extend` may be called from any thread.
+    """
+
+    def __init__(self, config: KmqConfig, check: bool = True, marker_timeout_s: float = 30.0) -> None:
+        if check:
+            check_topics(config)
+        self.config = config
+        self._marker_timeout_s = marker_timeout_s
+        isolation = {"isolation_level": "read_committed"}
+        self._consumer = Consumer(consumer_settings(config, config.group_id, **isolation))
+        self._consumer.subscribe([config.queue_topic])
+        self._markers = MarkerWriter(config)
+        self._transactions = TransactionalStarts(config, self._consumer) if config.transactional else None
+        self._closed = False
+
+    def receive(
+        self, max_messages: int = 500, timeout_s: float = 1.0, msg_timeout_ms: int | None = None
+    ) -> list[Message]:
+        """One batch: START markers durable, then offsets committed, then the messages (empty on timeout).
+
+        `msg_timeout_ms` overrides the configured time the application has before a redelivery.
+        """
+        self._check_open()
+        # 1. Poll up to max_messages from Q.
+        records = self._poll(max_messages, timeout_s)
+        if not records:
+            return []
+        timeout_ms = self.config.msg_timeout_ms if msg_timeout_ms is None else msg_timeout_ms
+        keys = [MarkerKey(r.partition() or 0, r.offset() or 0) for r in records]
+        offsets = _next_offsets(self.config.queue_topic, keys)
+        if self._transactions is not None:
+            # 2+3. STARTs and the offset commit in one transaction.
+            marker_ms = self._in_transaction(records, keys, offsets, timeout_ms)
+        else:
+            marker_ms = self._write_starts(records, keys, timeout_ms)  # 2. STARTs, acks=all.
+            self._commit(records, offsets)  # 3. Commit the batch's offsets.
+        # 4. Hand the messages to the application.
+        return [_message(record, marker_ms + timeout_ms) for record in records]
+
+    def processed(self, msg: Target) -> None:
+        """5. The message is done: write END without waiting (a lost END only costs a redelivery)."""
+        self._check_open()
+        self._markers.end(_key(msg))
+
+    def nack(self, msg: Target, delay_ms: int | None = None) -> None:
+        """Redeliver after `delay_ms`; None backs off exponentially with the message's delivery count."""
+        self._check_open()
+        if delay_ms is None:
+            delay_ms = self.config.nack_delay_ms(msg.redelivery_count if isinstance(msg, Message) else 0)
+        self._markers.start(_key(msg), max(0, delay_ms))
+
+    def extend(self, msg: Target, timeout_ms: int) -> None:
+        """Give the application `timeout_ms` more, counted from the new marker's timestamp."""
+        self._check_open()
+        if timeout_ms <= 0:
+            raise ValueError("timeout_ms must be positive; use nack(msg, 0) to redeliver at once")
+        self._markers.start(_key(msg), timeout_ms)
+
+    def reject(self, msg: Message, reason: str) -> None:
+        """Write the message to the dead-letter topic (waiting for it), then END: it is never redelivered."""
+        self._check_open()
+        dead_headers = h.dead_letter(msg.headers, msg.topic, msg.partition, msg.offset, f"rejected: {reason}")
+        group = DeliveryGroup()
+        producer = self._markers.producer
+        produce(
+            producer, self.config.dead_letter_topic, msg.value, msg.key, dead_headers, on_delivery=group.callback(0)
+        )
+        group.wait(producer, self._marker_timeout_s)
+        self._markers.end(msg.marker_key)
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        """Wait until every marker written so far is acknowledged (or the timeout passes)."""
+        remaining = self._markers.flush(timeout_s)
+        if self._transactions is not None:
+            remaining += self._transactions.flush(timeout_s)
+        if remaining:
+            _log.warning("%d markers still unacknowledged after %.1fs", remaining, timeout_s)
+
+    @property
+    def failed_markers(self) -> int:
+        """END/nack/extend markers the broker did not acknowledge (each may cause a redelivery)."""
+        return self._markers.failed_markers
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Flush outstanding markers and leave the consumer group. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.flush(timeout_s)
+        finally:
+            self._consumer.close()
+
+    def __enter__(self) -> KmqClient:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[Message]:
+        """Messages from successive batches, until `close()`."""
+        while not self._closed:
+            yield from self.receive()
+
+    def _poll(self, max_messages: int, timeout_s: float) -> list[KafkaMessage]:
+        records = []
+        for record in self._consumer.consume(num_messages=max_messages, timeout=timeout_s):
+            error = record.error()
+            if error is None:
+                records.append(record)
+            elif error.fatal():
+                raise KafkaException(error)
+            elif error.code() != KafkaError._PARTITION_EOF:
+                _log.warning("consuming %s: %s", self.config.queue_topic, error.str())
+        return records
+
+    def _write_starts(self, records: list[KafkaMessage], keys: list[MarkerKey], timeout_ms: int) -> int:
+        try:
+            return self._markers.starts_and_wait(keys, timeout_ms, self._marker_timeout_s)
+        except DeliveryError as e:
+            self._rewind(records)
+            first = keys[0]
+            raise MarkerWriteError(self.config.markers_topic, first.partition, first.offset, str(e)) from e
+
+    def _commit(self, records: list[KafkaMessage], offsets: list[TopicPartition]) -> None:
+        try:
+            self._consumer.commit(offsets=offsets, asynchronous=False)
+        except KafkaException as e:
+            # The STARTs are written: the tracker redelivers this batch if nobody acknowledges it.
+            self._rewind(records)
+            raise CommitError(f"committing {self.config.queue_topic} offsets failed: {e}") from e
+
+    def _in_transaction(
+        self, records: list[KafkaMessage], keys: list[MarkerKey], offsets: list[TopicPartition], timeout_ms: int
+    ) -> int:
+        assert self._transactions is not None
+        try:
+            return self._transactions.starts_and_commit(keys, offsets, timeout_ms, self._marker_timeout_s)
+        except KmqError:
+            self._rewind(records)
+            raise
+
+    def _rewind(self, records: list[KafkaMessage]) -> None:
+        """Seek back to the first offset of the failed batch in each partition, so it is read again."""
+        first: dict[int, int] = {}
+        for record in records:
+            partition, offset = record.partition() or 0, record.offset() or 0
+            first[partition] = min(offset, first.get(partition, offset))
+        for partition, offset in first.items():
+            try:
+                self._consumer.seek(TopicPartition(self.config.queue_topic, partition, offset))
+            except KafkaException as e:
+                # Not assigned any more: the new owner reads from the last committed offset anyway.
+                _log.info("could not rewind %s[%d]: %s", self.config.queue_topic, partition, e)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError(f"KmqClient for {self.config.queue_topic} is closed")
+
+
+def _key(msg: Target) -> MarkerKey:
+    return msg.marker_key if isinstance(msg, Message) else msg
+
+
+def _next_offsets(topic: str, keys: Sequence[MarkerKey]) -> list[TopicPartition]:
+    """The offsets to commit: one past the highest received, per partition."""
+    highest: dict[int, int] = {}
+    for key in keys:
+        highest[key.partition] = max(key.offset, highest.get(key.partition, -1))
+    return [TopicPartition(topic, partition, offset + 1) for partition, offset in highest.items()]
+
+
+def _message(record: KafkaMessage, deadline_ms: int) -> Message:
+    headers = h.from_kafka(record.headers())
+    return Message(
+        value=record.value(),
+        key=record.key(),
+        topic=record.topic() or "",
+        partition=record.partition() or 0,
+        offset=record.offset() or 0,
+        timestamp_ms=record.timestamp()[1],
+        redelivery_count=h.redelivery_count(headers),
+        deadline_ms=deadline_ms,
+        headers=headers,
+    )

@@ -1,0 +1,78 @@
+"""`MarkerWriter`: produces START and END markers to the markers partition aligned with the message's."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Message as KafkaMessage
+
+from kmq._delivery import DeliveryGroup
+from kmq._kafka import DeliveryCallback, produce, producer_settings
+from kmq.config import KmqConfig
+from kmq.errors import DeliveryError
+from kmq.markers import EndMarker, MarkerKey, StartMarker
+
+_log = logging.getLogger(__name__)
+_END = EndMarker().encode()
+
+
+class MarkerWriter:
+    """Writes markers for one queue. END, nack and extend markers are fire-and-forget: a lost one only costs a
+    redelivery, so failures are logged and counted in `failed_markers`, never raised. Thread-safe."""
+
+    def __init__(self, config: KmqConfig, producer: Producer | None = None) -> None:
+        self.config = config
+        self.producer = producer if producer is not None else Producer(producer_settings(config))
+        self.failed_markers = 0
+
+    def start(self, key: MarkerKey, redeliver_after_ms: int, on_delivery: DeliveryCallback | None = None) -> None:
+        """Produce a START (also used for nack and extend: the newest START of a key wins)."""
+        value = StartMarker(redeliver_after_ms).encode()
+        self._produce(key, value, on_delivery or self._on_marker_delivery)
+
+    def end(self, key: MarkerKey) -> None:
+        """Produce an END without waiting for it."""
+        self._produce(key, _END, self._on_marker_delivery)
+
+    def starts_and_wait(self, keys: Sequence[MarkerKey], redeliver_after_ms: int, timeout_s: float) -> int:
+        """Produce a START per key and wait until all are acknowledged; the earliest marker timestamp (ms).
+
+        Raises DeliveryError when any START failed."""
+        group = self.produce_starts(keys, redeliver_after_ms)
+        group.wait(self.producer, timeout_s)
+        return earliest_timestamp_ms(group)
+
+    def produce_starts(self, keys: Sequence[MarkerKey], redeliver_after_ms: int) -> DeliveryGroup:
+        group = DeliveryGroup()
+        value = StartMarker(redeliver_after_ms).encode()
+        for index, key in enumerate(keys):
+            self._produce(key, value, group.callback(index))
+        return group
+
+    def flush(self, timeout_s: float = 30.0) -> int:
+        """Wait for markers in flight; the number still unacknowledged at the deadline."""
+        return self.producer.flush(timeout_s)
+
+    def _produce(self, key: MarkerKey, value: bytes, callback: DeliveryCallback) -> None:
+        produce(
+            self.producer, self.config.markers_topic, value, key.encode(), partition=key.partition, on_delivery=callback
+        )
+        self.producer.poll(0)
+
+    def _on_marker_delivery(self, error: KafkaError | None, message: KafkaMessage) -> None:
+        if error is not None:
+            self.failed_markers += 1
+            _log.warning(
+                "marker for %s[%s] was not written (%s); the message may be redelivered",
+                self.config.queue_topic,
+                message.partition(),
+                error.str(),
+            )
+
+
+def earliest_timestamp_ms(group: DeliveryGroup) -> int:
+    if not group.results:
+        raise DeliveryError("(markers)", None, "no marker was acknowledged")
+    return min(d.timestamp_ms for d in group.results.values())
