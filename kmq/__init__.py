@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from kmq.admin import check_topics, ensure_topics
+from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.errors import (
     BrokerUnavailableError,
@@ -16,8 +18,10 @@ from kmq.errors import (
     TopicMismatchError,
     TopicMissingError,
 )
+from kmq.marker_writer import MarkerWriter
 from kmq.markers import EndMarker, Marker, MarkerKey, StartMarker, decode_marker
 from kmq.message import Message
+from kmq.producer import KmqProducer, OutgoingMessage, SendResult
 
 __all__ = [
     "BrokerUnavailableError",
@@ -27,15 +31,22 @@ __all__ = [
     "DeliveryError",
     "EmbeddedBrokerError",
     "EndMarker",
+    "KmqClient",
     "KmqConfig",
     "KmqError",
+    "KmqProducer",
     "Marker",
     "MarkerDecodeError",
     "MarkerKey",
     "MarkerWriteError",
+    "MarkerWriter",
     "Message",
+    "OutgoingMessage",
+    "SendResult",
     "StartMarker",
     "TopicMismatchError",
     "TopicMissingError",
+    "check_topics",
     "decode_marker",
+    "ensure_topics",
 ]
