@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -16,19 +17,21 @@ KafkaSettings = dict[str, KafkaValue]
 
 _PRODUCER_DEFAULTS: KafkaSettings = {"acks": "all", "enable.idempotence": True, "linger.ms": 5}
 _CONSUMER_DEFAULTS: KafkaSettings = {"auto.offset.reset": "earliest", "enable.auto.offset.store": False}
+# librdkafka's own log lines go through Python logging (callers set its level), not straight to stderr.
+KAFKA_LOGGER = logging.getLogger("kmq.kafka")
 _UNREACHABLE = frozenset({KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN})
 
 
 def producer_settings(config: KmqConfig, **extra: KafkaValue) -> KafkaSettings:
     """An idempotent `acks=all` producer; the user's pass-through may tune it (not weaken durability)."""
-    return {**_PRODUCER_DEFAULTS, **config.kafka_settings(), **_dotted(extra), "acks": "all"}
+    return {**_PRODUCER_DEFAULTS, **admin_settings(config), **_dotted(extra), "acks": "all"}
 
 
 def consumer_settings(config: KmqConfig, group_id: str, **extra: KafkaValue) -> KafkaSettings:
     """A consumer in `group_id` that never commits on its own: kmq commits explicitly."""
     return {
         **_CONSUMER_DEFAULTS,
-        **config.kafka_settings(),
+        **admin_settings(config),
         **config.consumer_kafka_config,
         **_dotted(extra),
         "group.id": group_id,
@@ -37,7 +40,7 @@ def consumer_settings(config: KmqConfig, group_id: str, **extra: KafkaValue) -> 
 
 
 def admin_settings(config: KmqConfig) -> KafkaSettings:
-    return config.kafka_settings()
+    return {**config.kafka_settings(), "logger": KAFKA_LOGGER}  # type: ignore[dict-item]  # librdkafka takes a Logger
 
 
 def is_unreachable(error: KafkaException | KafkaError) -> bool:

@@ -39,5 +39,7 @@ def _register_all() -> None:
 def main() -> None:
     """Console-script entry point."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Connection retries are librdkafka's business; the commands report what failed in one line.
+    logging.getLogger("kmq.kafka").setLevel(logging.CRITICAL)
     _register_all()
     app()
