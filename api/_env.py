@@ -1,0 +1,67 @@
+"""Reading the REST facade's configuration from `KMQ_*` environment variables (entry points only)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel
+
+from api.config import ApiConfig
+from kmq.config import KmqConfig
+from kmq.errors import ConfigError
+from kmq.settings import env_name, read_env
+
+# Per-queue names: with several queues each one's topics and group derive from its own name.
+_PER_QUEUE = ("markers_topic", "dead_letter_topic", "group_id")
+
+
+class _ApiEnv(BaseModel):
+    """The `KMQ_API_*` variables (the field name, upper-cased and prefixed with `KMQ_`, is the variable)."""
+
+    api_queues: str = ""
+    api_keys: str = ""
+    api_allow_anonymous: bool = False
+    api_receipt_secret: str = ""
+    api_max_body_bytes: int = 0
+    api_max_message_bytes: int = 0
+    api_write_timeout_ms: int = 0
+    api_host: str = ""
+    api_port: int = 0
+
+
+def api_config_from_env(**overrides: Any) -> ApiConfig:
+    """An `ApiConfig` from the environment; `overrides` (ApiConfig fields) win."""
+    env = read_env(_ApiEnv)
+    fields: dict[str, Any] = {
+        "queues": _queue_configs(env.get("api_queues", "")),
+        "api_keys": tuple(_split(env.get("api_keys", ""))),
+        "receipt_secret": env.get("api_receipt_secret", ""),
+    }
+    for name in ("allow_anonymous", "max_body_bytes", "max_message_bytes", "write_timeout_ms", "host", "port"):
+        if env.get(f"api_{name}") not in (None, "", 0):
+            fields[name] = env[f"api_{name}"]
+    if not fields["receipt_secret"] and "receipt_secret" not in overrides:
+        raise ConfigError(env_name("api_receipt_secret"), "is required (e.g. `openssl rand -hex 32`)")
+    return ApiConfig(**{**fields, **overrides})
+
+
+def _queue_configs(queues: str) -> tuple[KmqConfig, ...]:
+    names = _split(queues) or _split(os.environ.get(env_name("queue_topic"), ""))
+    if not names:
+        raise ConfigError(env_name("api_queues"), "name at least one queue (comma-separated)")
+    if len(names) > 1:
+        for field in _PER_QUEUE:
+            if os.environ.get(env_name(field)):
+                raise ConfigError(env_name(field), "cannot apply to several queues; unset it (names derive per queue)")
+    return tuple(_one_queue(name, single=len(names) == 1) for name in names)
+
+
+def _one_queue(name: str, single: bool) -> KmqConfig:
+    if single:
+        return KmqConfig.from_env(queue_topic=name)
+    return KmqConfig.from_env(queue_topic=name, **dict.fromkeys(_PER_QUEUE, ""))
+
+
+def _split(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]

@@ -1,0 +1,119 @@
+"""Receipts: signed, opaque tokens naming one delivery of a message, so any API replica can settle it.
+
+A receipt holds the queue, the message's partition and offset, when it was issued, the delivery's deadline and its
+redelivery count, followed by an HMAC-SHA256 of those bytes under the configured secret. Nothing about it is kept in
+the API process: the state lives in Kafka (the markers topic), the receipt only proves who may act on which key.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import re
+import struct
+from dataclasses import dataclass
+from typing import Literal
+
+from kmq.markers import MarkerKey
+
+_VERSION = 1
+# version, partition, offset, issued_at_ms, deadline_ms, redelivery_count; the queue name follows.
+_FIXED = struct.Struct(">BiqqqI")
+_MAC_BYTES = 32
+_TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
+MAX_TOKEN_LENGTH = 512
+
+RefusalReason = Literal["invalid", "wrong_queue"]
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """One delivery of a queue message, as handed to an HTTP receiver."""
+
+    queue: str
+    partition: int
+    offset: int
+    issued_at_ms: int
+    deadline_ms: int
+    redelivery_count: int = 0
+
+    @property
+    def marker_key(self) -> MarkerKey:
+        return MarkerKey(self.partition, self.offset)
+
+    def expired(self, now_ms: int) -> bool:
+        """True once the delivery's deadline has passed: the tracker may already have redelivered it."""
+        return now_ms >= self.deadline_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a token is not acted on: `invalid` (malformed, forged or tampered) or `wrong_queue`."""
+
+    reason: RefusalReason
+    detail: str
+
+
+class ReceiptSigner:
+    """Issues and verifies receipts under one secret; every replica sharing the secret accepts the others'."""
+
+    def __init__(self, secret: bytes) -> None:
+        if not secret:
+            raise ValueError("the receipt secret must not be empty")
+        self._secret = secret
+
+    def sign(self, receipt: Receipt) -> str:
+        payload = _encode(receipt)
+        token = base64.urlsafe_b64encode(payload + self._mac(payload))
+        return token.rstrip(b"=").decode("ascii")
+
+    def verify(self, token: str, queue: str) -> Receipt | Refusal:
+        """The receipt, if `token` was signed with this secret and names `queue`; else why not."""
+        raw = _decode_token(token)
+        if raw is None or len(raw) <= _FIXED.size + _MAC_BYTES:
+            return Refusal("invalid", "not a receipt")
+        payload, mac = raw[:-_MAC_BYTES], raw[-_MAC_BYTES:]
+        if not hmac.compare_digest(mac, self._mac(payload)):
+            return Refusal("invalid", "signature does not match (forged, tampered or signed with another secret)")
+        receipt = _decode(payload)
+        if receipt is None:
+            return Refusal("invalid", "unsupported receipt version")
+        if receipt.queue != queue:
+            return Refusal("wrong_queue", f"receipt belongs to queue {receipt.queue!r}, not {queue!r}")
+        return receipt
+
+    def _mac(self, payload: bytes) -> bytes:
+        return hmac.new(self._secret, payload, hashlib.sha256).digest()
+
+
+def _encode(receipt: Receipt) -> bytes:
+    fixed = _FIXED.pack(
+        _VERSION,
+        receipt.partition,
+        receipt.offset,
+        receipt.issued_at_ms,
+        receipt.deadline_ms,
+        receipt.redelivery_count,
+    )
+    return fixed + receipt.queue.encode("utf-8")
+
+
+def _decode(payload: bytes) -> Receipt | None:
+    version, partition, offset, issued_at_ms, deadline_ms, count = _FIXED.unpack_from(payload)
+    if version != _VERSION:
+        return None
+    queue = payload[_FIXED.size :].decode("utf-8", errors="replace")
+    return Receipt(queue, partition, offset, issued_at_ms, deadline_ms, count)
+
+
+def _decode_token(token: str) -> bytes | None:
+    """Strict unpadded base64url; None for anything else (including non-canonical encodings)."""
+    if len(token) > MAX_TOKEN_LENGTH or not _TOKEN.match(token):
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    return raw if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") == token else None
