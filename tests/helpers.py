@@ -1,0 +1,91 @@
+"""Reading topics back in tests: what is really on the broker, not what the code under test believes."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from kmq.config import KmqConfig
+from kmq.headers import Headers, from_kafka
+
+
+@dataclass(frozen=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    timestamp_ms: int
+
+
+def read_topic(
+    config: KmqConfig, topic: str, partitions: int, timeout_s: float = 20.0, read_committed: bool = False
+) -> list[Record]:
+    """Every record of `topic` up to its current end (partition EOF on each partition)."""
+    settings: dict[str, Any] = {
+        **config.kafka_settings(),
+        **config.consumer_kafka_config,
+        "group.id": f"test-reader-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+    }
+    consumer = Consumer(settings)
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    records: list[Record] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(at_end) < partitions:
+            assert time.monotonic() < deadline, f"reading {topic} did not reach the end in {timeout_s}s"
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            error = msg.error()
+            if error is not None:
+                assert error.code() == KafkaError._PARTITION_EOF, error.str()
+                at_end.add(msg.partition() or 0)
+                continue
+            at_end.discard(msg.partition() or 0)
+            records.append(
+                Record(
+                    msg.topic() or topic,
+                    msg.partition() or 0,
+                    msg.offset() or 0,
+                    msg.key(),
+                    msg.value(),
+                    from_kafka(msg.headers()),
+                    msg.timestamp()[1],
+                )
+            )
+    finally:
+        consumer.close()
+    return records
+
+
+def committed_offsets(config: KmqConfig, partitions: int) -> dict[int, int]:
+    """The offsets the workers' group has committed on the queue topic (negative: none)."""
+    consumer = Consumer({**config.kafka_settings(), "group.id": config.group_id, "enable.auto.commit": False})
+    try:
+        found = consumer.committed([TopicPartition(config.queue_topic, p) for p in range(partitions)], timeout=10)
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in found}
+
+
+def wait_for(condition: Callable[[], Any], timeout_s: float = 20.0, interval_s: float = 0.05, what: str = "") -> Any:
+    """Poll `condition` until it returns something truthy; fail with `what` at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = condition()
+        if result:
+            return result
+        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what or condition}"
+        time.sleep(interval_s)
