@@ -1,0 +1,184 @@
+"""PartitionState: applying markers, the catch-up guard, the commit offset and undecodable records."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from kmq.markers import EndMarker, MarkerKey, StartMarker
+from tracker.pacing import Backoff
+from tracker.partition import PartitionState
+
+P = 2
+
+
+def state(partition: int = P) -> PartitionState:
+    return PartitionState("q__markers", partition, Backoff(100, 1_000))
+
+
+def start(s: PartitionState, marker_offset: int, queue_offset: int, timestamp_ms: int, after_ms: int) -> bool:
+    return s.apply(marker_offset, timestamp_ms, MarkerKey(P, queue_offset).encode(), StartMarker(after_ms).encode())
+
+
+def end(s: PartitionState, marker_offset: int, queue_offset: int) -> bool:
+    return s.apply(marker_offset, 0, MarkerKey(P, queue_offset).encode(), EndMarker().encode())
+
+
+def caught_up_state() -> PartitionState:
+    s = state()
+    s.reached_end(0)
+    return s
+
+
+def test_deadline_is_marker_timestamp_plus_duration() -> None:
+    # given a caught-up partition
+    s = caught_up_state()
+    # when a START written at t=1000 asks for redelivery after 500 ms
+    start(s, 0, queue_offset=7, timestamp_ms=1_000, after_ms=500)
+    # then it is due at 1500, not before
+    assert s.due(1_499, 10) == []
+    assert s.due(1_500, 10) == [7]
+    assert s.next_wake_ms() == 1_500
+
+
+def test_end_removes_the_key() -> None:
+    s = caught_up_state()
+    start(s, 0, 7, 1_000, 500)
+    end(s, 1, 7)
+    assert s.due(10_000, 10) == []
+    assert len(s.pending) == 0
+    assert s.next_wake_ms() is None
+
+
+def test_extend_the_newest_start_wins() -> None:
+    s = caught_up_state()
+    start(s, 0, 7, 1_000, 500)
+    start(s, 1, 7, 1_200, 5_000)  # extend(msg, 5000)
+    assert s.due(2_000, 10) == []
+    assert s.due(6_200, 10) == [7]
+
+
+def test_due_is_ordered_by_deadline_and_limited() -> None:
+    s = caught_up_state()
+    start(s, 0, 1, 1_000, 900)
+    start(s, 1, 2, 1_000, 100)
+    start(s, 2, 3, 1_000, 500)
+    assert s.due(5_000, 2) == [2, 3]
+
+
+def test_nothing_is_due_before_catching_up_to_the_end_at_assignment() -> None:
+    # given a freshly assigned partition whose first fetch saw a high watermark of 3
+    s = state()
+    start(s, 0, 7, 1_000, 0)
+    s.observe_end(3)
+    # when only part of the backlog has been read, then the START that is long due is held back
+    assert not s.caught_up
+    assert s.due(10_000, 10) == []
+    assert s.next_wake_ms() is None
+    # when the END that follows in the backlog is read, then the key was never due at all
+    end(s, 1, 7)
+    start(s, 2, 8, 1_000, 0)
+    assert s.caught_up
+    assert s.due(10_000, 10) == [8]
+
+
+def test_end_of_partition_event_catches_up_at_once() -> None:
+    s = state()
+    start(s, 0, 7, 1_000, 0)
+    assert s.due(10_000, 10) == []
+    s.reached_end(1)
+    assert s.caught_up
+    assert s.due(10_000, 10) == [7]
+
+
+def test_target_observed_after_reading_past_it_catches_up() -> None:
+    s = state()
+    start(s, 4, 7, 1_000, 0)
+    s.observe_end(5)
+    assert s.caught_up
+
+
+def test_a_later_watermark_does_not_move_the_target() -> None:
+    s = state()
+    start(s, 0, 7, 1_000, 0)
+    s.observe_end(2)
+    s.observe_end(50)
+    end(s, 1, 8)
+    assert s.caught_up
+    assert s.catch_up_target == 2
+
+
+def test_unknown_watermark_is_ignored() -> None:
+    s = state()
+    start(s, 0, 7, 1_000, 0)
+    s.observe_end(-1001)
+    assert s.catch_up_target is None
+    assert not s.caught_up
+
+
+def test_commit_offset_is_the_oldest_pending_start_else_the_position() -> None:
+    s = state()
+    assert s.commit_offset() is None  # nothing read yet: nothing to commit
+    start(s, 10, 1, 1_000, 500)
+    start(s, 11, 2, 1_000, 500)
+    assert s.commit_offset() == 10
+    end(s, 12, 1)
+    assert s.commit_offset() == 11
+    end(s, 13, 2)
+    assert s.commit_offset() == 14
+
+
+def test_done_forgets_the_key_and_returns_its_deadline() -> None:
+    s = caught_up_state()
+    start(s, 0, 7, 1_000, 500)
+    assert s.done(7) == 1_500
+    assert s.done(7) is None
+    assert s.commit_offset() == 1
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        (None, b"\x00"),
+        (MarkerKey(P, 1).encode(), None),
+        (b"short", b"\x00"),
+        (MarkerKey(P, 1).encode(), b"\x02"),
+        (MarkerKey(P, 1).encode(), b"\x01\x00"),
+        (MarkerKey(P + 1, 1).encode(), b"\x00"),  # a marker for another queue partition
+    ],
+)
+def test_undecodable_records_are_skipped_and_counted(key: bytes | None, value: bytes | None) -> None:
+    s = caught_up_state()
+    assert not s.apply(5, 0, key, value)
+    assert s.undecodable == 1
+    assert len(s.pending) == 0
+    assert s.position == 6  # skipped, not stuck: the commit moves past it
+
+
+def test_undecodable_records_are_logged_once_per_partition(caplog: pytest.LogCaptureFixture) -> None:
+    s = caught_up_state()
+    with caplog.at_level(logging.WARNING, logger="tracker.partition"):
+        for offset in range(5):
+            s.apply(offset, 0, b"garbage", b"garbage")
+    assert s.undecodable == 5
+    assert len(caplog.records) == 1
+    assert "q__markers[2]@0" in caplog.records[0].getMessage()
+
+
+def test_backoff_holds_the_partition_back() -> None:
+    s = caught_up_state()
+    start(s, 0, 7, 1_000, 0)
+    retry_at = s.backoff.failed(1_000)
+    assert retry_at == 1_100
+    assert s.due(1_050, 10) == []
+    assert s.next_wake_ms() == 1_100
+    assert s.due(1_100, 10) == [7]
+
+
+def test_overdue_is_how_long_the_earliest_deadline_has_passed() -> None:
+    s = caught_up_state()
+    assert s.overdue_ms(5_000) == 0
+    start(s, 0, 7, 1_000, 500)
+    assert s.overdue_ms(1_000) == 0
+    assert s.overdue_ms(2_000) == 500

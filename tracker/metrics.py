@@ -1,0 +1,71 @@
+"""Every metric of the tracker, on a registry of its own (one per service, so replicas in one process stay apart)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = ["CONTENT_TYPE_LATEST", "TrackerMetrics"]
+
+_PARTITION = ("topic", "partition")
+# Lateness is judged against a 250 ms target: resolve it finely below a second, coarsely above.
+_LATENESS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+class TrackerMetrics:
+    """The tracker's Prometheus metrics; labels are limited to topic and partition."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.pending = Gauge(
+            "kmq_pending_messages", "STARTs without END, per markers partition", _PARTITION, registry=r
+        )
+        self.oldest_pending_age = Gauge(
+            "kmq_oldest_pending_age_seconds",
+            "How long the earliest pending deadline has passed (0 when none is due): the redelivery backlog",
+            _PARTITION,
+            registry=r,
+        )
+        self.caught_up = Gauge(
+            "kmq_partition_caught_up",
+            "1 once the markers partition was read to its end at assignment",
+            _PARTITION,
+            registry=r,
+        )
+        self.markers_consumed = Counter("kmq_markers_consumed", "Records consumed from the markers topic", registry=r)
+        self.redeliveries = Counter("kmq_redeliveries", "Copies written back to the queue topic", registry=r)
+        self.dead_letters = Counter("kmq_dead_letters", "Messages written to the dead-letter topic", registry=r)
+        self.undecodable = Counter(
+            "kmq_undecodable_markers", "Records on the markers topic that are not markers", registry=r
+        )
+        self.missing = Counter("kmq_missing_messages", "Due messages the queue topic no longer holds", registry=r)
+        self.redelivery_errors = Counter("kmq_redelivery_errors", "Failed redelivery attempts (retried)", registry=r)
+        self.lateness = Histogram(
+            "kmq_redelivery_lateness_seconds",
+            "Time from a deadline to the acknowledged copy or dead letter",
+            buckets=_LATENESS_BUCKETS,
+            registry=r,
+        )
+
+    def set_partition(self, topic: str, partition: int, pending: int, overdue_ms: int, caught_up: bool) -> None:
+        labels = (topic, str(partition))
+        self.pending.labels(*labels).set(pending)
+        self.oldest_pending_age.labels(*labels).set(overdue_ms / 1000)
+        self.caught_up.labels(*labels).set(1 if caught_up else 0)
+
+    def drop_partition(self, topic: str, partition: int) -> None:
+        """Forget a partition this replica no longer owns, so its gauges do not linger."""
+        for gauge in (self.pending, self.oldest_pending_age, self.caught_up):
+            try:
+                gauge.remove(topic, str(partition))
+            except KeyError:
+                continue
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def value(self, name: str, labels: dict[str, str] | None = None) -> float:
+        """A sample's current value (0 when absent): for tests, the benchmark and the readiness check."""
+        found = self.registry.get_sample_value(name, labels or {})
+        return 0.0 if found is None else found

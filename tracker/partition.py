@@ -1,0 +1,114 @@
+"""One owned markers partition: its pending set, how far it has been read, and the catch-up guard.
+
+Pure like `PendingSet`: it takes marker records and `now_ms` and answers what is due; the Kafka I/O is elsewhere.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kmq.errors import MarkerDecodeError
+from kmq.markers import Marker, MarkerKey, StartMarker, decode_marker
+from tracker.pacing import Backoff
+from tracker.pending import PendingSet
+
+_log = logging.getLogger(__name__)
+
+
+class PartitionState:
+    """Markers partition p of `topic` (and with it queue partition p), as read since it was assigned.
+
+    Catch-up guard (PROTOCOL.md, Tracker): nothing is due until the partition has been read up to the end it had
+    when it was assigned. That end is the high watermark of the first fetch after the assignment (the caller passes
+    it with `observe_end`), or an end-of-partition event (`reached_end`) says so directly.
+    """
+
+    def __init__(self, topic: str, partition: int, backoff: Backoff, pending: PendingSet | None = None) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.backoff = backoff
+        self.pending = pending if pending is not None else PendingSet()
+        self.position: int | None = None  # the next marker offset to read, once known
+        self.catch_up_target: int | None = None
+        self.caught_up = False
+        self.undecodable = 0
+
+    def apply(self, marker_offset: int, timestamp_ms: int, key: bytes | None, value: bytes | None) -> bool:
+        """Apply one record of the markers partition; False (counted, logged once) when it is not a marker."""
+        try:
+            marker_key, marker = _decode(key, value, self.partition)
+        except MarkerDecodeError as e:
+            self._skip(marker_offset, e)
+            return False
+        if isinstance(marker, StartMarker):
+            self.pending.start(marker_key.offset, marker_offset, timestamp_ms + marker.redeliver_after_ms)
+        else:
+            self.pending.end(marker_key.offset)
+        self._advance(marker_offset + 1)
+        return True
+
+    def observe_end(self, high_watermark: int) -> None:
+        """The high watermark seen by the first fetch after assignment: the end to catch up to."""
+        if self.catch_up_target is None and high_watermark >= 0:
+            self.catch_up_target = high_watermark
+            if self.position is not None:
+                self._advance(self.position)
+
+    def reached_end(self, end_offset: int) -> None:
+        """An end-of-partition event: everything up to `end_offset` has been read."""
+        self.position = max(end_offset, self.position or 0)
+        self.caught_up = True
+
+    def due(self, now_ms: int, limit: int) -> list[int]:
+        """Queue offsets due for redelivery (by deadline), none before the partition has caught up."""
+        if not self.caught_up or not self.backoff.ready(now_ms):
+            return []
+        return self.pending.due(now_ms, limit)
+
+    def next_wake_ms(self) -> int | None:
+        """When this partition next has work: its earliest deadline, or the end of a retry backoff."""
+        if not self.caught_up:
+            return None
+        deadline = self.pending.next_deadline_ms()
+        return None if deadline is None else max(deadline, self.backoff.retry_at_ms)
+
+    def done(self, queue_offset: int) -> int | None:
+        """The copy or dead letter is acknowledged: forget the key; returns the deadline it had."""
+        deadline = self.pending.deadline_of(queue_offset)
+        self.pending.end(queue_offset)
+        return deadline
+
+    def commit_offset(self) -> int | None:
+        """The markers offset to commit: the oldest pending START, else the read position (None before any read)."""
+        return None if self.position is None else self.pending.commit_offset(self.position)
+
+    def overdue_ms(self, now_ms: int) -> int:
+        """How long the earliest pending deadline has passed; 0 when nothing is due."""
+        deadline = self.pending.next_deadline_ms()
+        return 0 if deadline is None else max(0, now_ms - deadline)
+
+    def _advance(self, position: int) -> None:
+        self.position = position
+        if not self.caught_up and self.catch_up_target is not None and position >= self.catch_up_target:
+            self.caught_up = True
+
+    def _skip(self, marker_offset: int, error: MarkerDecodeError) -> None:
+        self.undecodable += 1
+        if self.undecodable == 1:
+            _log.warning(
+                "skipping a record that is not a kmq marker at %s[%d]@%d: %s (further ones on this partition are "
+                "only counted, in kmq_undecodable_markers_total)",
+                self.topic,
+                self.partition,
+                marker_offset,
+                error,
+            )
+        self._advance(marker_offset + 1)
+
+
+def _decode(key: bytes | None, value: bytes | None, partition: int) -> tuple[MarkerKey, Marker]:
+    marker_key = MarkerKey.decode(key)
+    marker = decode_marker(value)
+    if marker_key.partition != partition:
+        raise MarkerDecodeError(f"marker for queue partition {marker_key.partition} on markers partition {partition}")
+    return marker_key, marker
