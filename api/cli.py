@@ -1,0 +1,48 @@
+"""`kmq api` and `python -m api`: serve the REST facade with uvicorn, configured from `KMQ_*` variables."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+import typer
+import uvicorn
+
+from api.app import create_app
+from api.config import ApiConfig
+from kmq.cli._errors import friendly_errors
+
+HostOption = Annotated[str | None, typer.Option("--host", help="listen address (0.0.0.0) [env: KMQ_API_HOST]")]
+PortOption = Annotated[
+    int | None, typer.Option("--port", min=1, max=65535, help="listen port (8080) [env: KMQ_API_PORT]")
+]
+LogLevelOption = Annotated[str, typer.Option("--log-level", help="debug, info, warning or error")]
+
+
+@friendly_errors
+def api(host: HostOption = None, port: PortOption = None, log_level: LogLevelOption = "info") -> None:
+    """Serve the REST facade (OpenAPI docs at /docs) until SIGTERM or Ctrl-C.
+
+    Configured by KMQ_API_QUEUES, KMQ_API_KEYS (or KMQ_API_ALLOW_ANONYMOUS=true), KMQ_API_RECEIPT_SECRET,
+    KMQ_API_MAX_BODY_BYTES, KMQ_API_MAX_MESSAGE_BYTES, KMQ_API_WRITE_TIMEOUT_MS, KMQ_API_HOST, KMQ_API_PORT,
+    and the shared KMQ_* settings (KMQ_BOOTSTRAP_SERVERS, KMQ_MSG_TIMEOUT_MS, ...); flags win.
+    """
+    overrides: dict[str, Any] = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
+    serve(ApiConfig.from_env(**overrides), log_level)
+
+
+def serve(config: ApiConfig, log_level: str = "info") -> None:
+    """Run uvicorn with the app until it is stopped (uvicorn handles SIGTERM: the lifespan then flushes)."""
+    uvicorn.run(create_app(config), host=config.host, port=config.port, log_level=log_level.lower())
+
+
+def register(app: typer.Typer) -> None:
+    app.command("api")(api)
+
+
+def main() -> None:
+    """`python -m api`."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command()(api)
+    app(prog_name="python -m api")

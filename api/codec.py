@@ -1,0 +1,99 @@
+"""Between JSON and Kafka bytes: utf-8 text or base64, for values, keys and header values alike."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+
+from api.models import Encoding, OutgoingMessage, ReceivedMessage
+from kmq import headers as h
+from kmq.headers import Headers
+from kmq.message import Message
+
+
+class UndecodableError(ValueError):
+    """A field declared base64 is not valid base64; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """One outgoing message as bytes."""
+
+    value: bytes | None
+    key: bytes | None
+    headers: Headers
+
+    @property
+    def size(self) -> int:
+        """What counts against the message size limit: value, key, header names and values."""
+        header_bytes = sum(len(name.encode()) + len(value or b"") for name, value in self.headers)
+        return len(self.value or b"") + len(self.key or b"") + header_bytes
+
+
+def to_payload(message: OutgoingMessage, where: str) -> Payload:
+    """Decode one message of a send request; `where` (e.g. `messages[3]`) prefixes errors."""
+    headers: Headers = []
+    for name, text in message.headers.items():
+        _utf8(name, f"{where}.headers")
+        headers.append((name, _decode(text, message.encoding, f"{where}.headers.{name}")))
+    return Payload(
+        value=_decode_optional(message.value, message.encoding, f"{where}.value"),
+        key=_decode_optional(message.key, message.encoding, f"{where}.key"),
+        headers=headers,
+    )
+
+
+def to_received(message: Message, receipt: str, preferred: Encoding) -> ReceivedMessage:
+    """A delivered message as JSON: utf-8 when every part of it is text and that is preferred, else base64."""
+    app_headers = h.without_kmq(message.headers)
+    parts = [message.value, message.key, *(value for _, value in app_headers)]
+    encoding: Encoding = "utf-8" if preferred == "utf-8" and all(_is_utf8(part) for part in parts) else "base64"
+    return ReceivedMessage(
+        receipt=receipt,
+        partition=message.partition,
+        offset=message.offset,
+        value=_encode(message.value, encoding),
+        key=_encode(message.key, encoding),
+        headers={name: _encode(value, encoding) or "" for name, value in app_headers},
+        encoding=encoding,
+        redelivery_count=message.redelivery_count,
+        timestamp_ms=message.timestamp_ms,
+        deadline_ms=message.deadline_ms,
+    )
+
+
+def _decode_optional(text: str | None, encoding: Encoding, where: str) -> bytes | None:
+    return None if text is None else _decode(text, encoding, where)
+
+
+def _decode(text: str, encoding: Encoding, where: str) -> bytes:
+    if encoding == "utf-8":
+        return _utf8(text, where)
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise UndecodableError(f"{where}: not valid base64 ({e})") from e
+
+
+def _utf8(text: str, where: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise UndecodableError(f"{where}: not valid unicode (lone surrogate at {e.start})") from e
+
+
+def _encode(data: bytes | None, encoding: Encoding) -> str | None:
+    if data is None:
+        return None
+    return data.decode("utf-8") if encoding == "utf-8" else base64.b64encode(data).decode("ascii")
+
+
+def _is_utf8(data: bytes | None) -> bool:
+    if data is None:
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -1,0 +1,143 @@
+"""Producing from the event loop: records go out from a worker thread, delivery reports come back as awaitables.
+
+A daemon thread serves the producer's delivery reports, so a request waits for exactly its own records (never for
+a `flush()` of everybody's) and the event loop never blocks in librdkafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import anyio.to_thread
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Message as KafkaMessage
+
+from kmq.config import KafkaValue, KmqConfig
+from kmq.errors import BrokerUnavailableError
+from kmq.headers import Headers
+
+_log = logging.getLogger(__name__)
+ANY_PARTITION = -1
+# Java clients hash keys with murmur2: the same key lands in the same partition whoever produces it.
+_DEFAULTS: dict[str, KafkaValue] = {"linger.ms": 2, "partitioner": "murmur2_random"}
+_DURABLE: dict[str, KafkaValue] = {"acks": "all", "enable.idempotence": True}
+_SERVE_INTERVAL_S = 0.1
+_OUTAGE = frozenset({KafkaError._MSG_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    value: bytes | None
+    key: bytes | None = None
+    headers: Headers | None = None
+    partition: int = ANY_PARTITION
+
+
+@dataclass(frozen=True, slots=True)
+class Delivered:
+    partition: int
+    offset: int
+    timestamp_ms: int
+
+
+Outcome = Delivered | KafkaError
+
+
+def is_outage(error: KafkaError) -> bool:
+    """A failure of the cluster (unreachable, timed out, retriable) rather than a refusal of this one record."""
+    return error.code() in _OUTAGE or error.retriable()
+
+
+class _Batch:
+    """Collects one request's delivery reports (in the serving thread) and resolves its future when complete."""
+
+    def __init__(self, size: int, future: asyncio.Future[list[Outcome]]) -> None:
+        self.outcomes: list[Outcome | None] = [None] * size
+        self._remaining = size
+        self._future = future
+        self._loop = future.get_loop()
+        self._lock = threading.Lock()
+
+    def report(self, index: int, error: KafkaError | None, message: KafkaMessage | None) -> None:
+        if error is None and message is not None:
+            outcome: Outcome = Delivered(message.partition() or 0, message.offset() or 0, message.timestamp()[1])
+        else:
+            outcome = error if error is not None else KafkaError(KafkaError._FAIL, "no delivery report")
+        with self._lock:
+            self.outcomes[index] = outcome
+            self._remaining -= 1
+            complete = self._remaining == 0
+        if complete:
+            self._loop.call_soon_threadsafe(self._resolve)
+
+    def _resolve(self) -> None:
+        if not self._future.done():
+            self._future.set_result([outcome for outcome in self.outcomes if outcome is not None])
+
+
+class AsyncProducer:
+    """An idempotent `acks=all` producer for one queue's cluster; `produce` awaits the records' delivery reports."""
+
+    def __init__(self, config: KmqConfig, write_timeout_ms: int, name: str) -> None:
+        settings = {**_DEFAULTS, **config.kafka_settings(), **_DURABLE, "message.timeout.ms": write_timeout_ms}
+        self.bootstrap_servers = config.bootstrap_servers
+        self._producer = Producer(settings)
+        # librdkafka gives up on a record at message.timeout.ms; the margin covers the report's way back.
+        self._timeout_s = write_timeout_ms / 1000 + 5.0
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name=f"kmq-api-delivery-{name}", daemon=True)
+        self._thread.start()
+
+    async def produce(self, records: Sequence[Record]) -> list[Outcome]:
+        """Each record's outcome, in order; BrokerUnavailableError when the reports do not come back in time."""
+        if not records:
+            return []
+        future: asyncio.Future[list[Outcome]] = asyncio.get_running_loop().create_future()
+        batch = _Batch(len(records), future)
+        await anyio.to_thread.run_sync(self._produce_all, records, batch)
+        try:
+            return await asyncio.wait_for(future, self._timeout_s)
+        except TimeoutError as e:
+            raise BrokerUnavailableError(self.bootstrap_servers, f"no delivery report in {self._timeout_s:.0f}s") from e
+
+    def close(self, timeout_s: float) -> int:
+        """Flush what is in flight, then stop serving reports; the number of records left unacknowledged."""
+        remaining = int(self._producer.flush(timeout_s))
+        self._stopping.set()
+        self._thread.join()
+        if remaining:
+            _log.warning("%d records to %s unacknowledged at shutdown", remaining, self.bootstrap_servers)
+        return remaining
+
+    def _produce_all(self, records: Sequence[Record], batch: _Batch) -> None:
+        for index, record in enumerate(records):
+            self._produce_one(record, functools.partial(batch.report, index))
+
+    def _produce_one(self, record: Record, report: functools.partial[None]) -> None:
+        while True:
+            try:
+                self._producer.produce(
+                    record.topic,
+                    value=record.value,
+                    key=record.key,
+                    headers=record.headers,  # type: ignore[arg-type]  # list of (str, bytes) pairs is accepted
+                    partition=record.partition,
+                    on_delivery=report,
+                )
+            except BufferError:
+                self._producer.poll(_SERVE_INTERVAL_S)  # the local queue is full: wait for room
+            except KafkaException as e:
+                report(e.args[0] if e.args else KafkaError(KafkaError._FAIL), None)
+                return
+            else:
+                return
+
+    def _serve(self) -> None:
+        while not self._stopping.is_set():
+            self._producer.poll(_SERVE_INTERVAL_S)

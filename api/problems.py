@@ -1,0 +1,61 @@
+"""Error responses: Kafka trouble is a 503 with its reason, bad input a 4xx naming the field (never a 500)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from confluent_kafka import KafkaException
+from fastapi import FastAPI, Request, status
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from api.codec import UndecodableError
+from api.models import Problem
+from api.state import ApiState
+from kmq.errors import KmqError
+
+_log = logging.getLogger(__name__)
+
+# The documented error answers of the routes (the OpenAPI schema promises exactly these).
+UNAUTHORIZED: dict[int | str, dict[str, Any]] = {401: {"model": Problem, "description": "missing or unknown API key"}}
+NOT_SERVED: dict[int | str, dict[str, Any]] = {404: {"model": Problem, "description": "queue not served"}}
+TOO_LARGE: dict[int | str, dict[str, Any]] = {413: {"model": Problem, "description": "body or a message too large"}}
+UNDECODABLE: dict[int | str, dict[str, Any]] = {400: {"model": Problem, "description": "undecodable base64"}}
+UNAVAILABLE: dict[int | str, dict[str, Any]] = {503: {"model": Problem, "description": "Kafka unavailable"}}
+QUEUE_ERRORS = {**UNAUTHORIZED, **NOT_SERVED, **TOO_LARGE, **UNAVAILABLE}
+
+
+class AsciiJSONResponse(JSONResponse):
+    """JSON with non-ASCII escaped: echoing user input that holds a lone surrogate must not fail to encode."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(KmqError, _unavailable)
+    app.add_exception_handler(KafkaException, _unavailable)
+    app.add_exception_handler(UndecodableError, _undecodable)
+    app.add_exception_handler(RequestValidationError, _invalid)
+
+
+async def _unavailable(request: Request, error: Exception) -> JSONResponse:
+    queue = str(request.path_params.get("queue", ""))
+    _log.warning("503 for %s %s: %s", request.method, request.url.path, error)
+    state: ApiState | None = getattr(request.state, "kmq", None)
+    if state is not None and queue in state.queues:
+        state.metrics.broker_errors.labels(queue).inc()
+    detail = str(error.args[0].str() if isinstance(error, KafkaException) and error.args else error)
+    return AsciiJSONResponse({"detail": f"Kafka unavailable: {detail}"}, status.HTTP_503_SERVICE_UNAVAILABLE)
+
+
+async def _undecodable(request: Request, error: Exception) -> JSONResponse:
+    return AsciiJSONResponse({"detail": str(error)}, status.HTTP_400_BAD_REQUEST)
+
+
+async def _invalid(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    return AsciiJSONResponse({"detail": jsonable_encoder(error.errors())}, status.HTTP_422_UNPROCESSABLE_CONTENT)

@@ -1,0 +1,39 @@
+"""`POST /v1/queues/{queue}/receive`: long-poll for messages, each with a receipt."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter
+
+from api.codec import to_received
+from api.deps import Authorized, Queue, State
+from api.models import ReceivedMessage, ReceiveRequest, ReceiveResponse
+from api.problems import QUEUE_ERRORS
+from api.receipts import Receipt, ReceiptSigner
+from kmq.message import Message
+
+router = APIRouter(prefix="/v1/queues/{queue}", tags=["deliveries"], dependencies=[Authorized])
+
+
+@router.post("/receive", responses=QUEUE_ERRORS)
+async def receive(queue: Queue, state: State, body: ReceiveRequest) -> ReceiveResponse:
+    """Up to `max_messages` messages, waiting up to `wait_ms` for the first.
+
+    Each message must be settled (ack, nack or extend with its receipt) before `deadline_ms`, else the tracker
+    redelivers it. Receivers of one queue form its worker group (`group_id`) across every API replica."""
+    messages = await queue.receive(body.max_messages, body.wait_ms, body.visibility_timeout_ms)
+    state.metrics.received.labels(queue.name).inc(len(messages))
+    issued_at_ms = int(time.time() * 1000)
+    return ReceiveResponse(
+        messages=[_received(m, queue.name, state.signer, issued_at_ms, body) for m in messages],
+    )
+
+
+def _received(
+    message: Message, queue: str, signer: ReceiptSigner, issued_at_ms: int, body: ReceiveRequest
+) -> ReceivedMessage:
+    receipt = Receipt(
+        queue, message.partition, message.offset, issued_at_ms, message.deadline_ms, message.redelivery_count
+    )
+    return to_received(message, signer.sign(receipt), body.encoding)

@@ -1,0 +1,46 @@
+"""`POST /v1/queues/{queue}/ack`, `/nack`, `/extend`: settle deliveries by receipt, from any API replica."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter
+
+from api.deps import Authorized, Queue, State
+from api.models import AckRequest, ExtendRequest, NackRequest, SettleResponse
+from api.problems import QUEUE_ERRORS
+from api.settle import Settlement, settle
+
+router = APIRouter(prefix="/v1/queues/{queue}", tags=["receipts"], dependencies=[Authorized])
+_RESULTS = " The answer holds one result per receipt, in order (see `ReceiptResult.status`)."
+
+
+@router.post("/ack", responses=QUEUE_ERRORS, description="Mark messages processed (END markers)." + _RESULTS)
+async def ack(queue: Queue, state: State, body: AckRequest) -> SettleResponse:
+    return await _settle(queue, state, body.receipts, Settlement("ack"))
+
+
+@router.post(
+    "/nack",
+    responses=QUEUE_ERRORS,
+    description="Redeliver messages after `delay_ms` (default: exponential backoff by redelivery count)." + _RESULTS,
+)
+async def nack(queue: Queue, state: State, body: NackRequest) -> SettleResponse:
+    return await _settle(queue, state, body.receipts, Settlement("nack", delay_ms=body.delay_ms))
+
+
+@router.post(
+    "/extend",
+    responses=QUEUE_ERRORS,
+    description="Give more time: the new deadline is `visibility_timeout_ms` from now; each result carries a "
+    "fresh receipt with it." + _RESULTS,
+)
+async def extend(queue: Queue, state: State, body: ExtendRequest) -> SettleResponse:
+    return await _settle(queue, state, body.receipts, Settlement("extend", timeout_ms=body.visibility_timeout_ms))
+
+
+async def _settle(queue: Queue, state: State, receipts: list[str], settlement: Settlement) -> SettleResponse:
+    started = time.perf_counter()
+    results = await settle(queue, state.signer, state.metrics, receipts, settlement)
+    state.metrics.settle_seconds.labels(queue.name).observe(time.perf_counter() - started)
+    return SettleResponse(results=results)
