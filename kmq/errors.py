@@ -83,3 +83,7 @@ class ClientClosedError(KmqError):
 
 class EmbeddedBrokerError(KmqError):
     """The embedded broker could not be started or stopped."""
+
+
+class DemoError(KmqError):
+    """`kmq demo` could not complete: a child process failed, or a topic could not be read back in time."""
