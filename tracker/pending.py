@@ -21,7 +21,7 @@ class PendingSet:
         # chunk_rows tunes the index chunks; tests make it small to exercise splits and merges.
         self._by_key = SortedRows(3, chunk_rows)  # (queue_offset, marker_offset, deadline_ms)
         self._by_deadline = SortedRows(3, chunk_rows)  # (deadline_ms, marker_offset, queue_offset)
-        self._by_marker = SortedRows(2, chunk_rows)  # (marker_offset, queue_offset)
+        self._by_marker = SortedRows(2, chunk_rows)  # (marker_offset, deadline_ms)
 
     def start(self, queue_offset: int, marker_offset: int, deadline_ms: int) -> None:
         """Record a START; for a key, the one with the highest marker offset wins and older ones are void.
@@ -36,17 +36,18 @@ class PendingSet:
         if current is not None:
             if current[1] >= marker_offset:
                 return
-            self._remove(current)
+            self._by_key.pop(queue_offset)
+            self._unindex(current)
         self._by_key.add((queue_offset, marker_offset, deadline_ms))
         self._by_deadline.add((deadline_ms, marker_offset, queue_offset))
-        self._by_marker.add((marker_offset, queue_offset))
+        self._by_marker.add((marker_offset, deadline_ms))
 
     def end(self, queue_offset: int) -> bool:
         """Record an END; True if the key was pending (an END for an unknown key is harmless)."""
-        current = self._by_key.find(queue_offset)
+        current = self._by_key.pop(queue_offset)
         if current is None:
             return False
-        self._remove(current)
+        self._unindex(current)
         return True
 
     def due(self, now_ms: int, limit: int) -> list[int]:
@@ -68,7 +69,7 @@ class PendingSet:
     def oldest_deadline_ms(self) -> int | None:
         """The deadline of the oldest pending START (smallest marker offset), or None when nothing is pending."""
         first = self._by_marker.first()
-        return None if first is None else self._deadline(first[1])
+        return None if first is None else first[1]
 
     def deadline_of(self, queue_offset: int) -> int | None:
         """The deadline of the pending START for `queue_offset`, or None if it is not pending."""
@@ -87,8 +88,8 @@ class PendingSet:
         entry = self._by_key.find(queue_offset)
         return None if entry is None else entry[2]
 
-    def _remove(self, entry: tuple[int, ...]) -> None:
+    def _unindex(self, entry: tuple[int, ...]) -> None:
+        """Drop a START, already popped from the key index, from the other two."""
         queue_offset, marker_offset, deadline_ms = entry
-        self._by_key.discard(entry)
         self._by_deadline.discard((deadline_ms, marker_offset, queue_offset))
-        self._by_marker.discard((marker_offset, queue_offset))
+        self._by_marker.discard((marker_offset, deadline_ms))
