@@ -24,7 +24,7 @@ from kmq.headers import Headers
 _log = logging.getLogger(__name__)
 ANY_PARTITION = -1
 # Java clients hash keys with murmur2: the same key lands in the same partition whoever produces it.
-_DEFAULTS: dict[str, KafkaValue] = {"linger.ms": 2, "partitioner": "murmur2_random"}
+_DEFAULTS: dict[str, KafkaValue] = {"linger.ms": 1, "partitioner": "murmur2_random"}
 _DURABLE: dict[str, KafkaValue] = {"acks": "all", "enable.idempotence": True}
 _SERVE_INTERVAL_S = 0.1
 _OUTAGE = frozenset({KafkaError._MSG_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
@@ -100,7 +100,11 @@ class AsyncProducer:
             return []
         future: asyncio.Future[list[Outcome]] = asyncio.get_running_loop().create_future()
         batch = _Batch(len(records), future)
-        await anyio.to_thread.run_sync(self._produce_all, records, batch)
+        # produce() only enqueues (librdkafka's asynchronous API): it runs on the loop until the local queue is
+        # full; waiting for room is blocking, so the rest of the records then go out from a worker thread.
+        queued = self._enqueue(records, batch, 0, wait_for_room=False)
+        if queued < len(records):
+            await anyio.to_thread.run_sync(self._enqueue, records, batch, queued, True)
         try:
             return await asyncio.wait_for(future, self._timeout_s)
         except TimeoutError as e:
@@ -115,11 +119,14 @@ class AsyncProducer:
             _log.warning("%d records to %s unacknowledged at shutdown", remaining, self.bootstrap_servers)
         return remaining
 
-    def _produce_all(self, records: Sequence[Record], batch: _Batch) -> None:
-        for index, record in enumerate(records):
-            self._produce_one(record, functools.partial(batch.report, index))
+    def _enqueue(self, records: Sequence[Record], batch: _Batch, start: int, wait_for_room: bool) -> int:
+        """Produce records from `start`; the index of the first one not queued (all, when waiting for room)."""
+        for index in range(start, len(records)):
+            if not self._produce_one(records[index], functools.partial(batch.report, index), wait_for_room):
+                return index
+        return len(records)
 
-    def _produce_one(self, record: Record, report: functools.partial[None]) -> None:
+    def _produce_one(self, record: Record, report: functools.partial[None], wait_for_room: bool) -> bool:
         while True:
             try:
                 self._producer.produce(
@@ -131,12 +138,14 @@ class AsyncProducer:
                     on_delivery=report,
                 )
             except BufferError:
+                if not wait_for_room:
+                    return False
                 self._producer.poll(_SERVE_INTERVAL_S)  # the local queue is full: wait for room
             except KafkaException as e:
                 report(e.args[0] if e.args else KafkaError(KafkaError._FAIL), None)
-                return
+                return True
             else:
-                return
+                return True
 
     def _serve(self) -> None:
         while not self._stopping.is_set():

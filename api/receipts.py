@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import hmac
 import re
 import struct
@@ -85,7 +84,7 @@ class ReceiptSigner:
         return receipt
 
     def _mac(self, payload: bytes) -> bytes:
-        return hmac.new(self._secret, payload, hashlib.sha256).digest()
+        return hmac.digest(self._secret, payload, "sha256")
 
 
 def _encode(receipt: Receipt) -> bytes:
