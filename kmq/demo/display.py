@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 import time
 from types import TracebackType
 
@@ -11,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Table
 from rich.text import Text
 
+from kmq.config import KmqConfig
 from kmq.demo.tally import Tally, Verdict
 
 PLAIN_EVERY_S = 2.0
@@ -105,6 +108,21 @@ def conclusion(verdict: Verdict) -> Text:
     missing = verdict.expected - verdict.sent
     extra = f"; {missing} never reached the queue topic" if missing else ""
     return Text.assemble(("LOST", "bold red"), f": {detail} (e.g. {sample}){extra}")
+
+
+def exports(config: KmqConfig, api_url: str, api_key: str) -> str:
+    """One `export` line so the examples (and `kmq` commands) in another terminal use this broker, queue and API."""
+    names = {
+        "KMQ_BOOTSTRAP_SERVERS": config.bootstrap_servers,
+        "KMQ_QUEUE_TOPIC": config.queue_topic,
+        "KMQ_API_URL": api_url,
+        "KMQ_API_KEY": api_key,
+    }
+    if config.kafka_config:
+        names["KMQ_KAFKA_CONFIG"] = json.dumps(config.kafka_config)
+    if config.consumer_kafka_config:
+        names["KMQ_CONSUMER_KAFKA_CONFIG"] = json.dumps(config.consumer_kafka_config)
+    return "export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in names.items())
 
 
 def curl_lines(api_url: str, api_key: str, queue: str) -> list[str]:

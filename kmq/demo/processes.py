@@ -33,6 +33,7 @@ class Child:
     name: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    stopping: bool = False
 
     def running(self) -> bool:
         return self.process.poll() is None
@@ -46,6 +47,7 @@ class Child:
 
     def request_stop(self) -> None:
         """Ask politely: close stdin (the demo's workers) or send SIGTERM (services)."""
+        self.stopping = True
         if not self.running():
             return
         if self.process.stdin is not None:
@@ -89,10 +91,10 @@ class Children:
         return child
 
     def check(self, children: Sequence[Child] | None = None) -> None:
-        """Raise DemoError naming the first child that exited, with the end of its log."""
+        """Raise DemoError naming the first child that exited unasked, with the end of its log."""
         for child in children if children is not None else self._children:
             code = child.process.poll()
-            if code is not None:
+            if code is not None and not child.stopping:
                 raise DemoError(f"{child.name} exited with code {code}; end of {child.log_path}:\n{child.log_tail()}")
 
     def stop(self, children: Sequence[Child], timeout_s: float) -> list[Child]:

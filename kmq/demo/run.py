@@ -85,7 +85,7 @@ def _run(options: DemoOptions, console: Console, cluster: Cluster, children: Chi
     console.print(display.summary(verdict, elapsed_s))
     console.print(display.conclusion(verdict))
     if options.keep_running and api is not None:
-        _keep_running(console, children, api, queue, tally)
+        _keep_running(console, children, api, config, tally)
     return Outcome(verdict, startup_s, elapsed_s, time.monotonic() - started)
 
 
@@ -166,13 +166,16 @@ def _started_line(options: DemoOptions, trackers: list[Service], api: Api | None
     )
 
 
-def _keep_running(console: Console, children: Children, api: Api, queue: str, tally: Tally) -> None:
+def _keep_running(console: Console, children: Children, api: Api, config: KmqConfig, tally: Tally) -> None:
+    queue = config.queue_topic
     queue_url = f"{api.service.url}/v1/queues/{queue}"
     records = len(tally.originals) + tally.redelivered + tally.foreign
     taken = http_client.drain(queue_url, api.api_key, records, READY_TIMEOUT_S)
     console.print(f"the REST facade's receivers took and acknowledged {taken:,} demo deliveries; try it:")
     for line in display.curl_lines(api.service.url, api.api_key, queue):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print("for the examples (examples/*/README.md) and `kmq` commands in another terminal:")
+    console.print(display.exports(config, api.service.url, api.api_key), markup=False, highlight=False, soft_wrap=True)
     console.print("broker, trackers and REST facade keep running: Ctrl-C stops them all")
     try:
         while True:
