@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, create_model, model_validator
 
 from kmq.config import KmqConfig
 from kmq.errors import ConfigError
+from kmq.settings import env_name, env_names, read_env
 
 ENV_FIELD_PREFIX = "tracker_"  # tracker fields read from KMQ_TRACKER_<FIELD>
 DEFAULT_HTTP_PORT = 9095  # clear of Prometheus (9090), Pushgateway (9091) and node-exporter (9100)
@@ -69,19 +71,31 @@ class TrackerConfig(BaseModel):
     @classmethod
     def from_env(cls, kmq_overrides: dict[str, Any] | None = None, **overrides: Any) -> TrackerConfig:
         """`KMQ_*` for the core settings, `KMQ_TRACKER_*` for the tracker's own; the overrides (flags) win."""
-        from kmq.settings import read_env
-
         kmq = KmqConfig.from_env(**(kmq_overrides or {}))
         prefixed = read_env(_env_model())
         tracker_env = {name.removeprefix(ENV_FIELD_PREFIX): value for name, value in prefixed.items()}
         return cls(kmq=kmq, **{**tracker_env, **overrides})
 
+    def to_env(self) -> dict[str, str]:
+        """Every `KMQ_*` and `KMQ_TRACKER_*` variable of this config: `from_env` in a child reads it back exactly."""
+        env = {env_name(name): _env_value(getattr(self.kmq, name)) for name in KmqConfig.model_fields}
+        for name in TrackerConfig.model_fields:
+            if name != "kmq":
+                env[env_name(ENV_FIELD_PREFIX + name)] = _env_value(getattr(self, name))
+        return env
+
     @classmethod
     def env_names(cls) -> list[str]:
         """The `KMQ_TRACKER_*` variables this config reads (the core `KMQ_*` ones come from `KmqConfig`)."""
-        from kmq.settings import env_names
-
         return env_names(_env_model())
+
+
+def _env_value(value: object) -> str:
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return json.dumps(value) if isinstance(value, dict) else str(value)
 
 
 def _env_model() -> type[BaseModel]:

@@ -95,3 +95,16 @@ def test_env_names_lists_the_tracker_variables() -> None:
     assert "KMQ_TRACKER_HTTP_PORT" in names
     assert "KMQ_TRACKER_REDELIVERY_RATE_PER_S" in names
     assert all(name.startswith("KMQ_TRACKER_") for name in names)
+
+
+def test_to_env_round_trips_through_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    kmq = KMQ.with_overrides(
+        transactional=True,
+        sasl_password="s3cret",
+        kafka_config={"fetch.wait.max.ms": 10},
+        consumer_kafka_config={"session.timeout.ms": 2000, "check.crcs": True},
+    )
+    config = TrackerConfig(kmq=kmq, http_port=0, redelivery_rate_per_s=12.5, http_enabled=False, group_id="t")
+    for name, value in config.to_env().items():
+        monkeypatch.setenv(name, value)
+    assert TrackerConfig.from_env() == config

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kmq.markers import EndMarker, MarkerKey, StartMarker
 from tracker.pacing import Backoff
@@ -182,3 +184,39 @@ def test_overdue_is_how_long_the_earliest_deadline_has_passed() -> None:
     start(s, 0, 7, 1_000, 500)
     assert s.overdue_ms(1_000) == 0
     assert s.overdue_ms(2_000) == 500
+
+
+_keys = st.one_of(
+    st.none(),
+    st.binary(max_size=16),
+    st.builds(lambda p, o: MarkerKey(p, o).encode(), st.integers(P - 1, P + 1), st.integers(0, 2**63 - 1)),
+)
+_values = st.one_of(
+    st.none(),
+    st.binary(max_size=10),
+    st.just(EndMarker().encode()),
+    st.builds(lambda ms: StartMarker(ms).encode(), st.integers(-(2**40), 2**40)),
+)
+
+
+@given(records=st.lists(st.tuples(_keys, _values, st.integers(0, 2**41)), max_size=30))
+def test_the_fast_path_agrees_with_the_marker_codec(records: list[tuple[bytes | None, bytes | None, int]]) -> None:
+    fast, checked = caught_up_state(), caught_up_state()
+    for offset, (key, value, timestamp_ms) in enumerate(records):
+        assert fast.apply(offset, timestamp_ms, key, value) == checked._apply_checked(offset, timestamp_ms, key, value)
+    assert fast.undecodable == checked.undecodable
+    assert fast.position == checked.position
+    assert fast.due(2**62, 100) == checked.due(2**62, 100)
+    assert [fast.pending.deadline_of(o) for o in fast.due(2**62, 100)] == [
+        checked.pending.deadline_of(o) for o in checked.due(2**62, 100)
+    ]
+
+
+def test_first_offset_is_where_reading_resumed() -> None:
+    s = state()
+    assert s.first_offset is None
+    s.reached_end(40)  # an empty tail: nothing read
+    assert s.first_offset is None
+    start(s, 40, 7, 1_000, 0)
+    end(s, 41, 7)
+    assert s.first_offset == 40

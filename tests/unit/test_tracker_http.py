@@ -1,0 +1,91 @@
+"""The probes server: /metrics, /healthz and /readyz on one port."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from tracker.http import HealthServer
+from tracker.metrics import TrackerMetrics
+
+
+@dataclass
+class FakeStatus:
+    is_alive: bool = True
+    is_ready: bool = False
+
+    def alive(self) -> bool:
+        return self.is_alive
+
+    def ready(self) -> bool:
+        return self.is_ready
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[str, FakeStatus, TrackerMetrics]]:
+    status, metrics = FakeStatus(), TrackerMetrics()
+    server = HealthServer("127.0.0.1", 0, metrics, status)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{server.port}", status, metrics
+    finally:
+        server.stop()
+
+
+def test_metrics_are_exposed(served: tuple[str, FakeStatus, TrackerMetrics]) -> None:
+    url, _, metrics = served
+    metrics.redeliveries.inc(3)
+    metrics.set_partition("q__markers", 1, pending=5, overdue_ms=1500, caught_up=True)
+    metrics.lateness.observe(0.02)
+    response = httpx.get(f"{url}/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    body = response.text
+    assert "kmq_redeliveries_total 3.0" in body
+    assert 'kmq_pending_messages{partition="1",topic="q__markers"} 5.0' in body
+    assert 'kmq_oldest_pending_age_seconds{partition="1",topic="q__markers"} 1.5' in body
+    assert 'kmq_partition_caught_up{partition="1",topic="q__markers"} 1.0' in body
+    assert 'kmq_redelivery_lateness_seconds_bucket{le="0.025"} 1.0' in body
+    for name in ("kmq_markers_consumed_total", "kmq_dead_letters_total", "kmq_undecodable_markers_total"):
+        assert f"{name} 0.0" in body
+    assert "kmq_missing_messages_total 0.0" in body
+
+
+def test_dropped_partitions_leave_the_metrics(served: tuple[str, FakeStatus, TrackerMetrics]) -> None:
+    url, _, metrics = served
+    metrics.set_partition("q__markers", 1, pending=5, overdue_ms=0, caught_up=False)
+    metrics.drop_partition("q__markers", 1)
+    metrics.drop_partition("q__markers", 9)  # never seen: harmless
+    assert "kmq_pending_messages{" not in httpx.get(f"{url}/metrics").text
+
+
+def test_healthz_follows_the_loop(served: tuple[str, FakeStatus, TrackerMetrics]) -> None:
+    url, status, _ = served
+    assert httpx.get(f"{url}/healthz").status_code == 200
+    status.is_alive = False
+    assert httpx.get(f"{url}/healthz").status_code == 503
+
+
+def test_readyz_follows_the_catch_up(served: tuple[str, FakeStatus, TrackerMetrics]) -> None:
+    url, status, _ = served
+    assert httpx.get(f"{url}/readyz").status_code == 503
+    status.is_ready = True
+    response = httpx.get(f"{url}/readyz?verbose=1")
+    assert response.status_code == 200
+    assert response.text == "caught up\n"
+
+
+def test_unknown_paths_are_404(served: tuple[str, FakeStatus, TrackerMetrics]) -> None:
+    url, _, _ = served
+    assert httpx.get(f"{url}/").status_code == 404
+
+
+def test_metrics_value_reads_samples() -> None:
+    metrics = TrackerMetrics()
+    assert metrics.value("kmq_redeliveries_total") == 0
+    metrics.redeliveries.inc()
+    assert metrics.value("kmq_redeliveries_total") == 1
+    assert metrics.value("kmq_pending_messages", {"topic": "t", "partition": "0"}) == 0

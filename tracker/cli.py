@@ -1,0 +1,130 @@
+"""`kmq tracker` and `python -m tracker`: run one tracker replica until SIGTERM or Ctrl-C."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from types import FrameType
+from typing import Annotated, Any
+
+import typer
+
+from kmq.cli._errors import fail, friendly_errors
+from kmq.cli._options import BootstrapOption, QueueOption
+from kmq.config import KmqConfig
+from kmq.errors import ConfigError
+from kmq.settings import env_name
+from tracker.config import ENV_FIELD_PREFIX, TrackerConfig
+from tracker.service import TrackerService
+
+_log = logging.getLogger(__name__)
+
+GroupOption = Annotated[
+    str | None, typer.Option("--group", help="tracker consumer group (default: M__tracker) [env: KMQ_TRACKER_GROUP_ID]")
+]
+HostOption = Annotated[
+    str | None, typer.Option("--http-host", help="probes/metrics address (0.0.0.0) [env: KMQ_TRACKER_HTTP_HOST]")
+]
+PortOption = Annotated[
+    int | None,
+    typer.Option("--http-port", min=0, max=65535, help="probes/metrics port (9095) [env: KMQ_TRACKER_HTTP_PORT]"),
+]
+RateOption = Annotated[
+    float | None,
+    typer.Option("--redelivery-rate", help="redeliveries per second (1000) [env: KMQ_TRACKER_REDELIVERY_RATE_PER_S]"),
+]
+InFlightOption = Annotated[
+    int | None,
+    typer.Option("--max-in-flight", help="copies awaiting acks at once (500) [env: KMQ_TRACKER_MAX_IN_FLIGHT]"),
+]
+CommitOption = Annotated[
+    int | None,
+    typer.Option(
+        "--commit-interval-ms", help="pending-tail commit period (1000) [env: KMQ_TRACKER_COMMIT_INTERVAL_MS]"
+    ),
+]
+LogLevelOption = Annotated[str, typer.Option("--log-level", help="debug, info, warning or error")]
+
+
+@friendly_errors
+def tracker(
+    bootstrap_servers: BootstrapOption = None,
+    queue: QueueOption = None,
+    group: GroupOption = None,
+    http_host: HostOption = None,
+    http_port: PortOption = None,
+    redelivery_rate: RateOption = None,
+    max_in_flight: InFlightOption = None,
+    commit_interval_ms: CommitOption = None,
+    log_level: LogLevelOption = "info",
+) -> None:
+    """Run the redelivery tracker: redeliver messages whose processing timed out. Stops cleanly on SIGTERM.
+
+    Configured by KMQ_* variables (the core settings: KMQ_BOOTSTRAP_SERVERS, KMQ_QUEUE_TOPIC, ...) and
+    KMQ_TRACKER_* (its own); flags win over both.
+    """
+    _set_log_level(log_level)
+    core = {"bootstrap_servers": bootstrap_servers, "queue_topic": queue}
+    own = {
+        "group_id": group,
+        "http_host": http_host,
+        "http_port": http_port,
+        "redelivery_rate_per_s": redelivery_rate,
+        "max_in_flight": max_in_flight,
+        "commit_interval_ms": commit_interval_ms,
+    }
+    config = _load(_given(core), _given(own))
+    service = TrackerService(config)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda number, frame: _stop(service, number, frame))
+    service.run()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tracker")(tracker)
+
+
+def main() -> None:
+    """`python -m tracker`."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    app.command()(tracker)
+    app(prog_name="python -m tracker")
+
+
+def _load(core: dict[str, Any], own: dict[str, Any]) -> TrackerConfig:
+    try:
+        return TrackerConfig.from_env(kmq_overrides=core, **own)
+    except ConfigError as e:
+        hint = _env_hint(e.field)
+        raise fail(f"{e} (set {hint} or its flag)" if hint else str(e)) from e
+
+
+def _env_hint(field: str) -> str | None:
+    """The environment variable behind a config field, for the error message."""
+    name = field.removeprefix("kmq.")
+    if field.startswith("KMQ_"):
+        return field
+    if name != field or name in KmqConfig.model_fields:
+        return env_name(name)
+    if name in TrackerConfig.model_fields:
+        return env_name(ENV_FIELD_PREFIX + name)
+    return None
+
+
+def _given(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _stop(service: TrackerService, signum: int, frame: FrameType | None) -> None:
+    _log.info("received %s: stopping", signal.Signals(signum).name)
+    service.request_stop()
+
+
+def _set_log_level(level: str) -> None:
+    numeric = logging.getLevelName(level.upper())
+    if not isinstance(numeric, int):
+        raise fail(f"--log-level: unknown level {level!r} (use debug, info, warning or error)")
+    logging.getLogger("tracker").setLevel(numeric)
+    if not logging.getLogger().handlers:
+        logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")

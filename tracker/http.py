@@ -1,0 +1,76 @@
+"""The tracker's one HTTP port: `/metrics` (Prometheus), `/healthz` (loop alive) and `/readyz` (caught up)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Protocol
+
+from tracker.metrics import CONTENT_TYPE_LATEST, TrackerMetrics
+
+_log = logging.getLogger(__name__)
+
+
+class Status(Protocol):
+    """What the probes ask the service."""
+
+    def alive(self) -> bool: ...
+
+    def ready(self) -> bool: ...
+
+
+class HealthServer:
+    """A small threaded stdlib server; scrapes and probes never touch the tracker's loop or its Kafka clients."""
+
+    def __init__(self, host: str, port: int, metrics: TrackerMetrics, status: Status) -> None:
+        handler = type("_BoundHandler", (_Handler,), {"metrics": metrics, "status": status})
+        self._server = ThreadingHTTPServer((host, port), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._serve, name="kmq-tracker-http", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+        _log.info("serving /metrics, /healthz and /readyz on port %d", self.port)
+
+    def _serve(self) -> None:
+        self._server.serve_forever(poll_interval=0.05)  # how soon stop() is noticed
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._server.shutdown()
+            self._thread.join()
+        self._server.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    metrics: TrackerMetrics
+    status: Status
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            self._send(200, self.metrics.render(), CONTENT_TYPE_LATEST)
+        elif path == "/healthz":
+            self._probe(self.status.alive(), b"loop alive\n", b"loop stalled\n")
+        elif path == "/readyz":
+            self._probe(self.status.ready(), b"caught up\n", b"not caught up on every owned partition\n")
+        else:
+            self._send(404, b"not found: try /metrics, /healthz or /readyz\n")
+
+    def log_message(self, format: str, *args: object) -> None:
+        _log.debug("http: " + format, *args)  # BaseHTTPRequestHandler hands over a %-format
+
+    def _probe(self, ok: bool, good: bytes, bad: bytes) -> None:
+        self._send(200 if ok else 503, good if ok else bad)
+
+    def _send(self, code: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)

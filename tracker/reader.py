@@ -1,0 +1,143 @@
+"""Reading due messages back from the queue topic by offset (a consumer outside any group: `assign` + seek)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Message as KafkaMessage
+
+from kmq._kafka import consumer_settings
+from kmq.headers import Headers, from_kafka
+from tracker._fetch import fetch
+from tracker.config import TrackerConfig
+
+# Offsets further apart than this are read as separate runs (a seek) rather than by reading through the gap.
+MAX_GAP = 500
+_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRecord:
+    """One message of the queue topic as it was first written."""
+
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    timestamp_ms: int  # 0 when the record has none (the producer then stamps the copy)
+
+
+@dataclass(slots=True)
+class ReadResult:
+    """What one read found: the records, the offsets the topic no longer holds, and those not reached in time."""
+
+    found: list[QueueRecord] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)
+    unread: list[int] = field(default_factory=list)
+    error: str | None = None
+
+
+class QueueReader:
+    """Reads given offsets of one queue partition; contiguous offsets come in one pass."""
+
+    def __init__(self, config: TrackerConfig) -> None:
+        self._topic = config.kmq.queue_topic
+        self._timeout_s = config.read_timeout_ms / 1000
+        # group.id is mandatory for a librdkafka consumer; this one never subscribes nor commits, so never joins it.
+        settings = consumer_settings(
+            config.kmq, f"{config.group_id}__reader", enable_partition_eof=True, auto_offset_reset="earliest"
+        )
+        self._consumer = Consumer(settings)
+
+    def read(self, partition: int, offsets: Sequence[int]) -> ReadResult:
+        result = ReadResult()
+        deadline = time.monotonic() + self._timeout_s
+        for run in _runs(sorted(set(offsets))):
+            if result.error is not None or time.monotonic() >= deadline:
+                result.unread.extend(run)
+                continue
+            self._read_run(partition, run, result, deadline)
+        return result
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def _read_run(self, partition: int, run: list[int], result: ReadResult, deadline: float) -> None:
+        self._consumer.assign([TopicPartition(self._topic, partition, run[0])])
+        cursor = _Cursor(run, result)
+        try:
+            while not cursor.finished and time.monotonic() < deadline:
+                for message in fetch(self._consumer, _BATCH, min(0.1, max(0.0, deadline - time.monotonic()))):
+                    cursor.take(message)
+        except KafkaException as e:
+            result.error = str(e.args[0] if e.args else e)
+        result.unread.extend(cursor.remaining())
+
+
+class _Cursor:
+    """Walks a sorted run of wanted offsets along the messages read from its first offset on."""
+
+    def __init__(self, run: list[int], result: ReadResult) -> None:
+        self._run = run
+        self._next = 0
+        self._result = result
+
+    @property
+    def finished(self) -> bool:
+        return self._next >= len(self._run) or self._result.error is not None
+
+    def remaining(self) -> list[int]:
+        return self._run[self._next :]
+
+    def take(self, message: KafkaMessage) -> None:
+        if self.finished:
+            return
+        error = message.error()
+        if error is not None:
+            self._take_error(error)
+            return
+        offset = message.offset() or 0
+        if offset < self._run[0]:
+            # The first offset was out of range and the consumer reset to the log start: the rest is past the end.
+            self._skip_to(self._run[-1] + 1)
+            return
+        self._skip_to(offset)
+        if self._next < len(self._run) and self._run[self._next] == offset:
+            self._result.found.append(_record(message))
+            self._next += 1
+
+    def _take_error(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._PARTITION_EOF:
+            self._skip_to(self._run[-1] + 1)  # everything not yet seen lies at or past the end
+        else:
+            self._result.error = error.str()  # the rest of the run is retried after a backoff
+
+    def _skip_to(self, offset: int) -> None:
+        """Wanted offsets below `offset` were not in the partition: retention removed them, or they never existed."""
+        while self._next < len(self._run) and self._run[self._next] < offset:
+            self._result.missing.append(self._run[self._next])
+            self._next += 1
+
+
+def _runs(offsets: list[int]) -> list[list[int]]:
+    runs: list[list[int]] = []
+    for offset in offsets:
+        if runs and offset - runs[-1][-1] <= MAX_GAP:
+            runs[-1].append(offset)
+        else:
+            runs.append([offset])
+    return runs
+
+
+def _record(message: KafkaMessage) -> QueueRecord:
+    kind, timestamp_ms = message.timestamp()
+    return QueueRecord(
+        offset=message.offset() or 0,
+        key=message.key(),
+        value=message.value(),
+        headers=from_kafka(message.headers()),
+        timestamp_ms=0 if kind == TIMESTAMP_NOT_AVAILABLE else timestamp_ms,
+    )

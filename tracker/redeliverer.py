@@ -1,0 +1,135 @@
+"""Redelivering due messages of one queue partition: copy (or dead-letter), then END the old key.
+
+PROTOCOL.md, Tracker: read the message at (Q, p, offset); if its count would pass `max_redeliveries` write it to D,
+otherwise produce the copy to Q partition p; only after that write is acknowledged, write END for the old key. A
+message that retention already removed is counted, logged and ENDed. Everything not settled is left pending: the
+caller retries it after a backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Message as KafkaMessage
+
+from kmq._delivery import DeliveryGroup
+from kmq._kafka import DeliveryCallback, produce, producer_settings
+from kmq.errors import DeliveryError
+from kmq.headers import REASON_MAX_REDELIVERIES, dead_letter, redelivered, redelivery_count
+from kmq.markers import EndMarker, MarkerKey
+from tracker.config import TrackerConfig
+from tracker.reader import QueueReader, QueueRecord
+
+_log = logging.getLogger(__name__)
+_END = EndMarker().encode()
+
+
+@dataclass(slots=True)
+class Redelivered:
+    """The outcome of one pass over a partition's due offsets."""
+
+    copied: list[int] = field(default_factory=list)
+    dead_lettered: list[int] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def settled(self) -> list[int]:
+        """Queue offsets that are no longer pending: an END for each has been written."""
+        return [*self.copied, *self.dead_lettered, *self.missing]
+
+
+class Redeliverer:
+    """The Kafka side of redelivery: a queue reader and one idempotent producer for copies, dead letters and ENDs."""
+
+    def __init__(self, config: TrackerConfig) -> None:
+        self._config = config
+        self._kmq = config.kmq
+        self._write_timeout_s = config.write_timeout_ms / 1000
+        self._reader = QueueReader(config)
+        self._producer = Producer(producer_settings(config.kmq, message_timeout_ms=config.write_timeout_ms))
+        self._end_failures: list[str] = []
+
+    def redeliver(self, partition: int, offsets: Sequence[int]) -> Redelivered:
+        outcome = Redelivered()
+        read = self._reader.read(partition, offsets)
+        outcome.missing.extend(read.missing)
+        outcome.failed.extend(read.unread)
+        if read.error is not None:
+            outcome.errors.append(f"reading {self._kmq.queue_topic}[{partition}]: {read.error}")
+        for offset in read.missing:
+            _log.warning(
+                "%s[%d]@%d is no longer in the topic (retention?): ending it", self._kmq.queue_topic, partition, offset
+            )
+        self._write_copies(partition, read.found, outcome)
+        self._write_ends(partition, outcome.settled)
+        return outcome
+
+    def poll(self) -> list[str]:
+        """Serve delivery reports; returns the END writes that failed since the last call."""
+        self._producer.poll(0)
+        failures, self._end_failures = self._end_failures, []
+        return failures
+
+    def close(self) -> None:
+        """Flush what is still queued (ENDs), then close the queue reader."""
+        try:
+            remaining = self._producer.flush(self._write_timeout_s)
+            if remaining:
+                _log.error("%d END markers were not acknowledged before shutdown", remaining)
+        finally:
+            self._reader.close()
+
+    def _write_copies(self, partition: int, records: Sequence[QueueRecord], outcome: Redelivered) -> None:
+        # Each record goes either to Q (a copy) or to D (a dead letter); then wait until every one is acknowledged.
+        if not records:
+            return
+        group = DeliveryGroup()
+        to_dead_letter = [redelivery_count(r.headers) + 1 > self._kmq.max_redeliveries for r in records]
+        try:
+            for index, (record, dead) in enumerate(zip(records, to_dead_letter, strict=True)):
+                self._produce_one(partition, record, dead, group.callback(index))
+            group.wait(self._producer, self._write_timeout_s)
+        except (DeliveryError, KafkaException) as e:
+            outcome.errors.append(str(e))
+        for index, (record, dead) in enumerate(zip(records, to_dead_letter, strict=True)):
+            if index not in group.results:
+                outcome.failed.append(record.offset)
+            else:
+                (outcome.dead_lettered if dead else outcome.copied).append(record.offset)
+
+    def _produce_one(self, partition: int, record: QueueRecord, dead: bool, callback: DeliveryCallback) -> None:
+        if dead:
+            headers = dead_letter(
+                record.headers, self._kmq.queue_topic, partition, record.offset, REASON_MAX_REDELIVERIES
+            )
+            produce(
+                self._producer, self._kmq.dead_letter_topic, record.value, record.key, headers, on_delivery=callback
+            )
+            return
+        headers = redelivered(record.headers, record.offset)
+        produce(
+            self._producer,
+            self._kmq.queue_topic,
+            record.value,
+            record.key,
+            headers,
+            partition=partition,
+            on_delivery=callback,
+            timestamp_ms=record.timestamp_ms,
+        )
+
+    def _write_ends(self, partition: int, offsets: Sequence[int]) -> None:
+        """ENDs are not waited for: a lost one only costs a duplicate, and the shutdown flush waits for the rest."""
+        for offset in offsets:
+            key = MarkerKey(partition, offset).encode()
+            produce(self._producer, self._kmq.markers_topic, _END, key, partition=partition, on_delivery=self._on_end)
+        self._producer.poll(0)
+
+    def _on_end(self, error: KafkaError | None, message: KafkaMessage) -> None:
+        if error is not None:
+            self._end_failures.append(f"END to {message.topic()}[{message.partition()}]: {error.str()}")
