@@ -46,6 +46,7 @@ def measure(count: int) -> dict[str, float]:
     return {
         "count": count,
         "rss_baseline_bytes": baseline,
+        "rss_total_bytes": grown,
         "rss_growth_bytes": grown - baseline,
         "bytes_per_pending": (grown - baseline) / count,
         "build_starts_per_s": count / build_s,
