@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.config import JsonDict
 
 from api.config import MAX_WAIT_MS
 
@@ -15,18 +16,43 @@ Encoding = Literal["utf-8", "base64"]
 ReceiptStatus = Literal["ok", "invalid", "wrong_queue", "expired", "failed"]
 
 _ENCODING = "how `value`, `key` and header values are written: utf-8 text, or base64 (standard alphabet) for bytes"
+_BASE64 = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+_BASE64_OR_NULL: JsonDict = {"anyOf": [{"type": "string", "pattern": _BASE64}, {"type": "null"}]}
+# The schema states what the handler checks, so a client (or a schema-driven fuzzer) can tell valid from invalid:
+# with encoding base64, value, key and header values must be base64; header names must not start with kmq-.
+_BASE64_WHEN_DECLARED: JsonDict = {
+    "if": {"properties": {"encoding": {"const": "base64"}}, "required": ["encoding"]},
+    "then": {
+        "properties": {
+            "value": _BASE64_OR_NULL,
+            "key": _BASE64_OR_NULL,
+            "headers": {"additionalProperties": {"type": "string", "pattern": _BASE64}},
+        }
+    },
+}
+_APPLICATION_HEADER_NAMES: JsonDict = {"propertyNames": {"minLength": 1, "not": {"pattern": "^[kK][mM][qQ]-"}}}
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class OutgoingMessage(_Body):
+class _Request(BaseModel):
+    """Request bodies are strict: `"5"` is not a number, so malformed input is refused, never guessed at."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class OutgoingMessage(_Request):
+    model_config = ConfigDict(json_schema_extra=_BASE64_WHEN_DECLARED)
+
     value: str | None = Field(description="the message value (null: a tombstone)")
     encoding: Encoding = Field(default="utf-8", description=_ENCODING)
     key: str | None = Field(default=None, description="the message key: messages with one key keep their order")
     headers: dict[str, str] = Field(
-        default_factory=dict, description="application headers; names starting with `kmq-` are reserved for kmq"
+        default_factory=dict,
+        description="application headers; names starting with `kmq-` are reserved for kmq",
+        json_schema_extra=_APPLICATION_HEADER_NAMES,
     )
 
     @field_validator("headers")
@@ -38,7 +64,7 @@ class OutgoingMessage(_Body):
         return headers
 
 
-class SendRequest(_Body):
+class SendRequest(_Request):
     messages: list[OutgoingMessage] = Field(min_length=1, max_length=MAX_BATCH)
 
 
@@ -51,7 +77,7 @@ class SendResponse(_Body):
     messages: list[SentMessage] = Field(description="where each message was stored, in the order sent")
 
 
-class ReceiveRequest(_Body):
+class ReceiveRequest(_Request):
     max_messages: int = Field(default=10, ge=1, le=MAX_BATCH, description="at most this many messages")
     wait_ms: int = Field(
         default=0,
@@ -90,11 +116,11 @@ class ReceiveResponse(_Body):
 _RECEIPTS = "receipts from receive or extend; each is checked on its own, so one bad receipt never fails the batch"
 
 
-class AckRequest(_Body):
+class AckRequest(_Request):
     receipts: list[str] = Field(min_length=1, max_length=MAX_BATCH, description=_RECEIPTS)
 
 
-class NackRequest(_Body):
+class NackRequest(_Request):
     receipts: list[str] = Field(min_length=1, max_length=MAX_BATCH, description=_RECEIPTS)
     delay_ms: int | None = Field(
         default=None,
@@ -104,7 +130,7 @@ class NackRequest(_Body):
     )
 
 
-class ExtendRequest(_Body):
+class ExtendRequest(_Request):
     receipts: list[str] = Field(min_length=1, max_length=MAX_BATCH, description=_RECEIPTS)
     visibility_timeout_ms: int = Field(ge=1, le=MAX_TIMEOUT_MS, description="new time to settle, counted from now")
 
