@@ -20,17 +20,19 @@ def main() -> None:
     parser.add_argument("--drop-rate", type=float, default=0.1, help="fraction of deliveries left unacknowledged")
     parser.add_argument("--msg-timeout-ms", type=int, default=5000, help="time before a redelivery")
     parser.add_argument("--count", type=int, default=None, help="stop after this many distinct messages")
+    parser.add_argument("--seed", type=int, default=None, help="random seed of the drops")
     args = parser.parse_args()
     servers = {"bootstrap_servers": args.bootstrap_servers} if args.bootstrap_servers else {}
     config = KmqConfig.from_env(queue_topic=args.queue, msg_timeout_ms=args.msg_timeout_ms, **servers)
     ensure_topics(config, args.partitions)  # whichever script starts first creates them
+    chance = random.Random(args.seed)
     done: set[bytes | None] = set()
     client = KmqClient(config)
     try:
         while args.count is None or len(done) < args.count:
             for msg in client.receive(max_messages=100, timeout_s=0.5):
                 again = f" (redelivery {msg.redelivery_count})" if msg.redelivery_count else ""
-                if random.random() < args.drop_rate:
+                if chance.random() < args.drop_rate:
                     print(f"dropped   {msg.value!r}{again}: the tracker will redeliver it")
                     continue
                 client.processed(msg)

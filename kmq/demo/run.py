@@ -13,7 +13,7 @@ from rich.console import Console
 
 from kmq.config import KmqConfig
 from kmq.demo import display, http_client
-from kmq.demo.cluster import Cluster, open_cluster
+from kmq.demo.cluster import create_topics, describe, open_cluster, queue_config
 from kmq.demo.observer import TopicObserver
 from kmq.demo.options import DemoOptions, fresh_queue_name, results_topic
 from kmq.demo.processes import Children
@@ -21,6 +21,7 @@ from kmq.demo.sending import Sender
 from kmq.demo.services import Api, Service, owned_partitions, start_api, start_trackers, wait_ready
 from kmq.demo.tally import Tally, Verdict
 from kmq.demo.workers import start_workers
+from kmq.embedded import KafkaCluster
 from kmq.errors import DemoError
 
 _log = logging.getLogger(__name__)
@@ -58,14 +59,16 @@ def run_demo(options: DemoOptions, console: Console) -> Outcome:
         _keep_or_remove_logs(console, log_dir, keep=not ok)
 
 
-def _run(options: DemoOptions, console: Console, cluster: Cluster, children: Children, started: float) -> Outcome:
+def _run(options: DemoOptions, console: Console, cluster: KafkaCluster, children: Children, started: float) -> Outcome:
     queue = options.queue or fresh_queue_name()
-    config = cluster.config(queue, msg_timeout_ms=options.msg_timeout_ms, max_redeliveries=options.max_redeliveries)
+    config = queue_config(
+        cluster, queue, msg_timeout_ms=options.msg_timeout_ms, max_redeliveries=options.max_redeliveries
+    )
     results = results_topic(queue)
     # 1. The broker is up: create the queue, markers, dead-letter and results topics.
-    cluster.create_topics(config, options.partitions, results)
+    create_topics(cluster, config, options.partitions, results)
     console.print(
-        f"[bold]kmq demo[/] · queue [cyan]{queue}[/] ({options.partitions} partitions) on {cluster.description}"
+        f"[bold]kmq demo[/] · queue [cyan]{queue}[/] ({options.partitions} partitions) on {describe(cluster)}"
     )
     # 2. The tracker replicas and the REST facade.
     trackers, api = _start_services(options, config, children)

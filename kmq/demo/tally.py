@@ -6,6 +6,7 @@ Pure (no Kafka, no clock): the observer feeds it the queue, results and dead-let
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kmq import headers as h
@@ -45,7 +46,7 @@ class Tally:
     dead: dict[int, str] = field(default_factory=dict)
     foreign: int = 0
 
-    def add_queued(self, value: bytes | None, headers: list[Header]) -> None:
+    def add_queued(self, value: bytes | None, headers: Sequence[Header]) -> None:
         """A record of the queue topic: an original, or a redelivered copy (it carries the redelivery count)."""
         if h.get(headers, h.REDELIVERY_COUNT) is not None:
             self.redelivered += 1
@@ -58,7 +59,7 @@ class Tally:
             self.processed.add(number)
             self.processed_records += 1
 
-    def add_dead(self, value: bytes | None, headers: list[Header]) -> None:
+    def add_dead(self, value: bytes | None, headers: Sequence[Header]) -> None:
         """A record of the dead-letter topic, with its reason."""
         if (number := self._number(value)) is not None:
             reason = h.get(headers, h.DLQ_REASON)

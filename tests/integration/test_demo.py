@@ -1,0 +1,152 @@
+"""`kmq demo` end to end: it loses nothing, and a Ctrl-C at any point leaves no process running.
+
+The demo starts its own embedded broker (or uses KMQ_BOOTSTRAP_SERVERS when set, like every broker test).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+KMQ = str(Path(sys.executable).parent / "kmq")
+SMALL = ["--messages", "300", "--poison-every", "50", "--msg-timeout-ms", "1000", "--timeout", "90"]
+
+
+class Output:
+    """The lines a child prints, collected by a thread so the test can wait for one without blocking."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, args=(process,), daemon=True)
+        self._thread.start()
+
+    def wait_for(self, pattern: str, timeout_s: float) -> re.Match[str]:
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while True:
+                for line in self.lines:
+                    if found := re.search(pattern, line):
+                        return found
+                remaining = deadline - time.monotonic()
+                assert remaining > 0, f"no line matching {pattern!r} within {timeout_s}s:\n{self.text}"
+                self._changed.wait(remaining)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def join(self, timeout_s: float) -> None:
+        self._thread.join(timeout_s)
+
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            with self._changed:
+                self.lines.append(line)
+                self._changed.notify_all()
+
+
+@contextmanager
+def demo(*args: str) -> Iterator[tuple[subprocess.Popen[str], Output]]:
+    """`kmq demo ARGS` in the background; killed with everything it started if the test fails midway."""
+    process = subprocess.Popen(
+        [KMQ, "demo", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    output = Output(process)
+    try:
+        yield process, output
+    finally:
+        if process.poll() is None:
+            leftovers = descendants(process.pid)
+            process.kill()
+            process.wait()
+            for pid in leftovers:
+                _kill(pid)
+        output.join(10)
+
+
+def descendants(root: int) -> set[int]:
+    """Every process below `root` (children, grandchildren, ...), from /proc."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited while we looked
+        parents[int(stat.parent.name)] = int(fields[1])
+    found: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie, waiting to be reaped, has stopped running)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+
+
+def wait_gone(pids: set[int], timeout_s: float) -> set[int]:
+    deadline = time.monotonic() + timeout_s
+    while (running := {pid for pid in pids if alive(pid)}) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return running
+
+
+def test_demo_verifies_from_the_topics_that_nothing_was_lost() -> None:
+    with demo(*SMALL, "--workers", "2") as (process, output):
+        code = process.wait(timeout=120)
+        output.join(10)
+    text = output.text
+    assert code == 0, text
+    assert re.search(r"^\s*lost\s+0\s*$", text, re.MULTILINE), text
+    assert re.search(r"^\s*sent\s+300\s*$", text, re.MULTILINE), text
+    # Numbers 50, 100, ..., 300 are poison: rejected by the workers straight to the dead-letter topic.
+    assert re.search(r"dead-lettered\s+\d+ \(.*6 rejected: poison message", text), text
+    redelivered = re.search(r"^\s*redelivered\s+([\d,]+)\s*$", text, re.MULTILINE)
+    assert redelivered is not None
+    assert int(redelivered[1].replace(",", "")) > 0, "10% are dropped: some must have been redelivered"
+    assert "tracker-1: partitions" in text and "tracker-2: partitions" in text, text
+
+
+def test_ctrl_c_in_the_middle_stops_every_process_the_demo_started() -> None:
+    # Given a demo busy with a long run (the messages keep coming back: half are dropped, and slowly redelivered)
+    with demo("--messages", "100000", "--drop-rate", "0.5", "--msg-timeout-ms", "60000") as (process, output):
+        output.wait_for(r"sent [\d,]+ · processed", timeout_s=90)
+        started = descendants(process.pid)
+        assert len(started) >= 7, f"broker, 2 trackers, API and 3 workers expected, found {started}"
+        # When Ctrl-C reaches it
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=60)
+    # Then it exits as interrupted, and everything it started has stopped
+    assert code == 130, output.text
+    assert "interrupted" in output.text
+    assert wait_gone(started, timeout_s=10) == set(), output.text
