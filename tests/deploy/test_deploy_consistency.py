@@ -185,7 +185,7 @@ def _set_environment(env: pytest.MonkeyPatch, *sources: dict[str, str]) -> None:
 
 def _port(deployment: Resource, name: str) -> int:
     ports = {port["name"]: port["containerPort"] for port in container(deployment)["ports"]}
-    return ports[name]
+    return int(ports[name])
 
 
 # -- probes, ports and shutdown -------------------------------------------------------------------------------------
