@@ -250,8 +250,11 @@ def test_grace_periods_cover_the_services_shutdown(
     tracker_needs_s = (config.read_timeout_ms + 2 * config.write_timeout_ms) / 1000 + 5
     assert pod_spec(tracker)["terminationGracePeriodSeconds"] >= tracker_needs_s
     pre_stop_s = int(container(api_deployment)["lifecycle"]["preStop"]["exec"]["command"][-1])
-    write_s = int(pod_environment(resources, api_deployment)["KMQ_API_WRITE_TIMEOUT_MS"]) / 1000
-    api_needs_s = pre_stop_s + MAX_WAIT_MS / 1000 + write_s + api.state.CLOSE_TIMEOUT_S
+    api_env = pod_environment(resources, api_deployment)
+    write_s = int(api_env["KMQ_API_WRITE_TIMEOUT_MS"]) / 1000
+    # The lifespan closes (flushes) the served queues one after the other.
+    closing_s = api.state.CLOSE_TIMEOUT_S * len(api_env["KMQ_API_QUEUES"].split(","))
+    api_needs_s = pre_stop_s + MAX_WAIT_MS / 1000 + write_s + closing_s
     assert pod_spec(api_deployment)["terminationGracePeriodSeconds"] >= api_needs_s
 
 
