@@ -131,8 +131,8 @@ class TrackerService:
         while not self._stopping.is_set():
             loop.turn()
             self._last_turn = time.monotonic()
-            self._set_ready(ingest.joined and all(s.caught_up for s in ingest.partitions.values()))
             self._partitions = {p: state.status() for p, state in ingest.partitions.items()}
+            self._set_ready(ingest.joined and all(s.caught_up for s in ingest.partitions.values()))
 
     def _set_ready(self, ready: bool) -> None:
         if ready != self._ready.is_set():
