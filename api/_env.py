@@ -26,6 +26,7 @@ class _ApiEnv(BaseModel):
     api_max_body_bytes: int = 0
     api_max_message_bytes: int = 0
     api_write_timeout_ms: int = 0
+    api_receiver_idle_ms: int = 0
     api_host: str = ""
     api_port: int = 0
 
@@ -38,7 +39,8 @@ def api_config_from_env(**overrides: Any) -> ApiConfig:
         "api_keys": tuple(_split(env.get("api_keys", ""))),
         "receipt_secret": env.get("api_receipt_secret", ""),
     }
-    for name in ("allow_anonymous", "max_body_bytes", "max_message_bytes", "write_timeout_ms", "host", "port"):
+    optional = ("allow_anonymous", "max_body_bytes", "max_message_bytes", "write_timeout_ms", "receiver_idle_ms")
+    for name in (*optional, "host", "port"):
         if env.get(f"api_{name}") not in (None, "", 0):
             fields[name] = env[f"api_{name}"]
     if not fields["receipt_secret"] and "receipt_secret" not in overrides:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TypedDict
@@ -38,9 +40,13 @@ def create_app(config: ApiConfig, metrics: ApiMetrics | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[LifespanState]:
         state = await anyio.to_thread.run_sync(ApiState.open, config, metrics or ApiMetrics())
+        housekeeping = asyncio.create_task(state.leave_idle_groups(), name="kmq-api-housekeeping")
         try:
             yield {"kmq": state}
         finally:
+            housekeeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await housekeeping
             await anyio.to_thread.run_sync(state.close)
 
     app = FastAPI(title="kmq", version="1", description=DESCRIPTION, lifespan=lifespan)

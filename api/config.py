@@ -30,6 +30,9 @@ class ApiConfig(BaseModel):
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="largest request body accepted (else 413)")
     max_message_bytes: int = Field(1_000_000, gt=0, description="largest message (value+key+headers) accepted")
     write_timeout_ms: int = Field(10_000, gt=0, description="how long a write may wait for the broker (else 503)")
+    receiver_idle_ms: int = Field(
+        30_000, gt=0, description="leave a queue's worker group after this long without a receive on this replica"
+    )
     # All interfaces by default: the API runs as a service in a pod or container, behind API keys.
     host: str = Field("0.0.0.0", description="interface uvicorn listens on")
     port: int = Field(8080, ge=1, le=65535, description="TCP port uvicorn listens on")

@@ -11,6 +11,7 @@ from confluent_kafka import KafkaException
 
 from api.backlog import BacklogProbe, PartitionLag
 from api.delivery import AsyncProducer
+from kmq.admin import check_topics
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.errors import KmqError
@@ -23,16 +24,29 @@ RECEIVE_SLICE_S = 0.05
 
 
 class ServedQueue:
-    """One queue: a KmqClient for HTTP receivers (group `group_id`), a producer for sends and markers, a backlog
-    probe. KmqClient is not thread-safe for receiving, so receives take turns under a lock."""
+    """One queue: a producer for sends and markers, a backlog probe, and — while HTTP receivers use this replica —
+    a KmqClient in the queue's worker group.
 
-    def __init__(self, config: KmqConfig, write_timeout_ms: int) -> None:
+    The KmqClient joins the group on the first receive and leaves it once no receive came for `receiver_idle_ms`:
+    a replica that only sends or settles must not sit on partitions no one polls through it. KmqClient is not
+    thread-safe for receiving, so receives take turns under a lock.
+    """
+
+    def __init__(self, config: KmqConfig, write_timeout_ms: int, receiver_idle_ms: int) -> None:
         self.config = config
         self.name = config.queue_topic
-        self.client = KmqClient(config)  # checks that Q and M exist with equal partition counts
+        check_topics(config)  # refuse to serve a queue whose markers topic does not line up (PROTOCOL.md)
         self.producer = AsyncProducer(config, write_timeout_ms, self.name)
         self.backlog_probe = BacklogProbe(config)
+        self._receiver: KmqClient | None = None
         self._receiving = asyncio.Lock()
+        self._idle_s = receiver_idle_ms / 1000
+        self._last_receive = time.monotonic()
+
+    @property
+    def receiving(self) -> bool:
+        """True while this replica is a member of the worker group."""
+        return self._receiver is not None
 
     async def receive(self, max_messages: int, wait_ms: int, visibility_timeout_ms: int | None) -> list[Message]:
         """Long poll: the first non-empty batch, or an empty list once `wait_ms` has passed."""
@@ -40,20 +54,45 @@ class ServedQueue:
         while True:
             remaining_s = max(0.0, deadline - time.monotonic())
             async with self._receiving:
+                receiver = await self._joined()
                 batch = await anyio.to_thread.run_sync(
-                    self.client.receive, max_messages, min(remaining_s, RECEIVE_SLICE_S), visibility_timeout_ms
+                    receiver.receive, max_messages, min(remaining_s, RECEIVE_SLICE_S), visibility_timeout_ms
                 )
+                self._last_receive = time.monotonic()
             if batch or remaining_s <= 0:
                 return batch
+
+    async def leave_if_idle(self) -> None:
+        """Leave the worker group when no receive came for `receiver_idle_ms` (its partitions go to others)."""
+        if self._receiver is None or self._receiving.locked() or time.monotonic() - self._last_receive < self._idle_s:
+            return
+        async with self._receiving:
+            receiver, self._receiver = self._receiver, None
+        if receiver is not None:
+            _log.info("no receive on %s for %.0fs: leaving group %s", self.name, self._idle_s, self.config.group_id)
+            await anyio.to_thread.run_sync(_close, receiver, self.name)
 
     async def backlog(self) -> list[PartitionLag]:
         return await anyio.to_thread.run_sync(self.backlog_probe.measure)
 
     def close(self, timeout_s: float) -> None:
         """Flush markers and sends, leave the consumer group. Blocking: call from a thread."""
-        for step in (self.client.close, self.producer.close):
-            try:
-                step(timeout_s)
-            except (KmqError, KafkaException):
-                _log.exception("closing %s", self.name)
-        self.backlog_probe.close()
+        if self._receiver is not None:
+            _close(self._receiver, self.name, timeout_s)
+            self._receiver = None
+        try:
+            self.producer.close(timeout_s)
+        finally:
+            self.backlog_probe.close()
+
+    async def _joined(self) -> KmqClient:
+        if self._receiver is None:
+            self._receiver = await anyio.to_thread.run_sync(lambda: KmqClient(self.config, check=False))
+        return self._receiver
+
+
+def _close(receiver: KmqClient, name: str, timeout_s: float = 10.0) -> None:
+    try:
+        receiver.close(timeout_s)
+    except (KmqError, KafkaException):
+        _log.exception("closing the receiver of %s", name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 
@@ -12,6 +13,7 @@ from api.served import ServedQueue
 
 _log = logging.getLogger(__name__)
 CLOSE_TIMEOUT_S = 10.0
+IDLE_CHECK_INTERVAL_S = 0.25
 
 
 @dataclass(eq=False)
@@ -29,11 +31,18 @@ class ApiState:
         state = cls(config, metrics, ReceiptSigner(config.receipt_secret.get_secret_value().encode()))
         try:
             for queue in config.queues:
-                state.queues[queue.queue_topic] = ServedQueue(queue, config.write_timeout_ms)
+                state.queues[queue.queue_topic] = ServedQueue(queue, config.write_timeout_ms, config.receiver_idle_ms)
         except BaseException:
             state.close()
             raise
         return state
+
+    async def leave_idle_groups(self) -> None:
+        """Housekeeping, for the app's lifetime: idle receivers leave their worker groups."""
+        while not self.closing:
+            for queue in list(self.queues.values()):
+                await queue.leave_if_idle()
+            await asyncio.sleep(IDLE_CHECK_INTERVAL_S)
 
     def close(self) -> None:
         """Flush every queue's markers and sends, then release the clients. Blocking: call from a thread."""

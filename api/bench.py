@@ -1,0 +1,253 @@
+"""`python -m api.bench`: HTTP throughput and latency of send, and of receive + ack, through a real uvicorn.
+
+The API runs as `python -m api` in a child process on loopback (its own interpreter, as in production), against
+the embedded tansu broker — or the cluster in `KMQ_BOOTSTRAP_SERVERS` — and an httpx client drives it.
+`run_benchmark()` returns the figures as a dict (`kmq bench` wraps it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import IO
+
+import httpx
+
+from kmq.admin import ensure_topics
+from kmq.config import KmqConfig
+from kmq.embedded import EmbeddedKafka, ExternalKafka
+from kmq.errors import KmqError
+
+Figures = dict[str, float | int | str]
+_READY_TIMEOUT_S = 60.0
+_STOP_TIMEOUT_S = 20.0
+_RECEIVE_WAIT_MS = 500
+_DRAIN_TIMEOUT_S = 600.0
+# Settings that name one queue: the child serves the benchmark's own queue, whatever the environment says.
+_QUEUE_VARIABLES = ("KMQ_QUEUE_TOPIC", "KMQ_MARKERS_TOPIC", "KMQ_DEAD_LETTER_TOPIC", "KMQ_GROUP_ID")
+
+
+@dataclass(frozen=True)
+class _Plan:
+    messages: int
+    batch: int
+    concurrency: int
+    value_bytes: int
+
+
+@dataclass
+class _Tally:
+    """What the drain workers measured (they share one event loop: no locking needed)."""
+
+    target: int
+    deadline: float
+    received: int = 0
+    acked: int = 0
+    finished: float = 0.0
+    receive_ms: list[float] = field(default_factory=list)
+    ack_ms: list[float] = field(default_factory=list)
+    not_ok: int = 0
+
+
+def run_benchmark(
+    messages: int = 20_000, batch: int = 100, partitions: int = 4, concurrency: int = 2, value_bytes: int = 100
+) -> Figures:
+    """Send `messages` in batches of `batch`, then receive and ack them all in batches of `batch`."""
+    with _cluster() as (config, backend):
+        ensure_topics(config, partitions)
+        with _api_process(config) as (base_url, api_key):
+            plan = _Plan(messages, batch, concurrency, value_bytes)
+            measured = asyncio.run(_measure(f"{base_url}/v1/queues/{config.queue_topic}", api_key, plan))
+    setup: Figures = {"backend": backend, "messages": messages, "batch": batch, "partitions": partitions}
+    return {**setup, "concurrency": concurrency, **measured}
+
+
+@contextlib.contextmanager
+def _cluster() -> Iterator[tuple[KmqConfig, str]]:
+    queue = f"bench-api-{uuid.uuid4().hex[:8]}"
+    if os.environ.get("KMQ_BOOTSTRAP_SERVERS"):
+        yield ExternalKafka.from_env().config(queue), "external"
+        return
+    with EmbeddedKafka("tansu") as kafka:
+        yield kafka.config(queue), "tansu"
+
+
+@contextlib.contextmanager
+def _api_process(config: KmqConfig) -> Iterator[tuple[str, str]]:
+    """`python -m api` serving the queue on a free loopback port; stopped with SIGTERM (then killed) on exit."""
+    port, api_key = _free_port(), secrets.token_urlsafe(16)
+    with tempfile.TemporaryFile() as log:  # a file, not a pipe: a full pipe would stall the child
+        child = subprocess.Popen(
+            [sys.executable, "-m", "api", "--log-level", "warning"],
+            env=_child_env(config, port, api_key),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            base_url = f"http://127.0.0.1:{port}"
+            _wait_ready(child, base_url, log)
+            yield base_url, api_key
+        finally:
+            _stop(child)
+
+
+def _child_env(config: KmqConfig, port: int, api_key: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _QUEUE_VARIABLES and not k.startswith("KMQ_API_")}
+    env.update(
+        {
+            "KMQ_BOOTSTRAP_SERVERS": config.bootstrap_servers,
+            "KMQ_KAFKA_CONFIG": json.dumps(config.kafka_config),
+            "KMQ_CONSUMER_KAFKA_CONFIG": json.dumps(config.consumer_kafka_config),
+            "KMQ_API_QUEUES": config.queue_topic,
+            "KMQ_API_KEYS": api_key,
+            "KMQ_API_RECEIPT_SECRET": secrets.token_hex(32),
+            "KMQ_API_HOST": "127.0.0.1",
+            "KMQ_API_PORT": str(port),
+        }
+    )
+    return env
+
+
+def _wait_ready(child: subprocess.Popen[bytes], base_url: str, log: IO[bytes]) -> None:
+    deadline = time.monotonic() + _READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            break
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{base_url}/readyz", timeout=1.0).status_code == 200:
+                return
+        time.sleep(0.05)  # polling a condition (the child's port) with a deadline
+    _stop(child)
+    log.seek(0)
+    error = log.read().decode(errors="replace")[-2000:]
+    raise KmqError(f"the API did not become ready at {base_url} (exit code {child.returncode}): {error}")
+
+
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+async def _measure(queue_url: str, api_key: str, plan: _Plan) -> Figures:
+    headers = {"Authorization": f"Bearer {api_key}"}
+    limits = httpx.Limits(max_connections=plan.concurrency, max_keepalive_connections=plan.concurrency)
+    async with httpx.AsyncClient(base_url=queue_url, headers=headers, limits=limits) as http:
+        # Warm-up, not measured: producer metadata, the receivers' consumer-group join.
+        await _send(http, plan.batch, "warm-up", [])
+        await _drain(http, replace(plan, messages=plan.batch, concurrency=1))
+        sent = await _send_all(http, plan)
+        drained = await _drain(http, plan)
+    return {**sent, **drained}
+
+
+async def _send(http: httpx.AsyncClient, count: int, value: str, latencies_ms: list[float]) -> None:
+    started = time.perf_counter()
+    response = await http.post("/messages", json={"messages": [{"value": value}] * count}, timeout=30.0)
+    latencies_ms.append((time.perf_counter() - started) * 1000)
+    response.raise_for_status()
+
+
+async def _send_all(http: httpx.AsyncClient, plan: _Plan) -> Figures:
+    value = "x" * plan.value_bytes
+    sizes = [min(plan.batch, plan.messages - start) for start in range(0, plan.messages, plan.batch)]
+    latencies_ms: list[float] = []
+
+    async def sender() -> None:
+        while sizes:
+            await _send(http, sizes.pop(), value, latencies_ms)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(sender() for _ in range(plan.concurrency)))
+    elapsed_s = time.perf_counter() - started
+    return {"send_msgs_per_s": round(plan.messages / elapsed_s), **_percentiles("send", latencies_ms)}
+
+
+async def _drain(http: httpx.AsyncClient, plan: _Plan) -> Figures:
+    """Receive and ack until `plan.messages` are acked; the time runs from the start to the last ack."""
+    tally = _Tally(plan.messages, time.monotonic() + _DRAIN_TIMEOUT_S)
+    started = time.perf_counter()
+    await asyncio.gather(*(_receiver(http, plan.batch, tally) for _ in range(plan.concurrency)))
+    elapsed_s = tally.finished - started
+    return {
+        "receive_ack_msgs_per_s": round(tally.acked / elapsed_s),
+        "receive_ack_seconds": round(elapsed_s, 3),
+        "acks_not_ok": tally.not_ok,
+        **_percentiles("receive", tally.receive_ms),
+        **_percentiles("ack", tally.ack_ms),
+    }
+
+
+async def _receiver(http: httpx.AsyncClient, batch: int, tally: _Tally) -> None:
+    body = {"max_messages": batch, "wait_ms": _RECEIVE_WAIT_MS}
+    while tally.received < tally.target:
+        if time.monotonic() > tally.deadline:
+            raise KmqError(f"received {tally.received} of {tally.target} messages in {_DRAIN_TIMEOUT_S:.0f}s")
+        started = time.perf_counter()
+        response = (await http.post("/receive", json=body, timeout=30.0)).raise_for_status()
+        receipts = [message["receipt"] for message in response.json()["messages"]]
+        if receipts:  # an empty answer is a long poll that ran out: not a receive latency
+            tally.receive_ms.append((time.perf_counter() - started) * 1000)
+            tally.received += len(receipts)
+            await _ack(http, receipts, tally)
+
+
+async def _ack(http: httpx.AsyncClient, receipts: list[str], tally: _Tally) -> None:
+    started = time.perf_counter()
+    response = (await http.post("/ack", json={"receipts": receipts}, timeout=30.0)).raise_for_status()
+    tally.finished = time.perf_counter()
+    tally.ack_ms.append((tally.finished - started) * 1000)
+    tally.acked += len(receipts)
+    tally.not_ok += sum(result["status"] != "ok" for result in response.json()["results"])
+
+
+def _percentiles(name: str, latencies_ms: list[float]) -> Figures:
+    if len(latencies_ms) < 2:
+        return {f"{name}_requests": len(latencies_ms)}
+    cuts = statistics.quantiles(latencies_ms, n=100, method="inclusive")
+    return {
+        f"{name}_requests": len(latencies_ms),
+        f"{name}_ms_p50": round(cuts[49], 2),
+        f"{name}_ms_p99": round(cuts[98], 2),
+        f"{name}_ms_max": round(max(latencies_ms), 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m api.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=2, help="concurrent HTTP clients")
+    parser.add_argument("--value-bytes", type=int, default=100)
+    args = parser.parse_args()
+    figures = run_benchmark(args.messages, args.batch, args.partitions, args.concurrency, args.value_bytes)
+    sys.stdout.write(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
