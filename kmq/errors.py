@@ -87,3 +87,7 @@ class EmbeddedBrokerError(KmqError):
 
 class DemoError(KmqError):
     """`kmq demo` could not complete: a child process failed, or a topic could not be read back in time."""
+
+
+class BenchError(KmqError):
+    """`kmq bench` could not measure: a contender's process failed or stalled, or the options cannot work."""
