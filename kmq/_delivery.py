@@ -15,12 +15,11 @@ from kmq.errors import DeliveryError
 
 @dataclass(frozen=True, slots=True)
 class Delivered:
-    """Where and when the broker stored one record."""
+    """Where the broker stored one record."""
 
     topic: str
     partition: int
     offset: int
-    timestamp_ms: int
 
 
 @dataclass(eq=False)
@@ -53,4 +52,4 @@ class DeliveryGroup:
         if error is not None:
             self.failures.append(DeliveryError(topic, message.partition(), error.str()))
             return
-        self.results[index] = Delivered(topic, message.partition() or 0, message.offset() or 0, message.timestamp()[1])
+        self.results[index] = Delivered(topic, message.partition() or 0, message.offset() or 0)

@@ -8,8 +8,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from kmq._kafka import producer_settings
 from kmq.config import KmqConfig
-from kmq.errors import MarkerWriteError
-from kmq.marker_writer import MarkerWriter, earliest_timestamp_ms
+from kmq.errors import DeliveryError, MarkerWriteError
+from kmq.marker_writer import MarkerWriter
 from kmq.markers import MarkerKey
 
 
@@ -26,8 +26,8 @@ class TransactionalStarts:
 
     def starts_and_commit(
         self, keys: list[MarkerKey], offsets: list[TopicPartition], redeliver_after_ms: int, timeout_s: float
-    ) -> int:
-        """The earliest marker timestamp; on failure the transaction is aborted and MarkerWriteError raised."""
+    ) -> None:
+        """On failure the transaction is aborted and MarkerWriteError raised."""
         producer = self._writer.producer
         producer.begin_transaction()
         try:
@@ -35,10 +35,9 @@ class TransactionalStarts:
             producer.send_offsets_to_transaction(offsets, self._consumer.consumer_group_metadata(), timeout_s)
             producer.commit_transaction(timeout_s)
             group.wait(producer, timeout_s)
-        except KafkaException as e:
+        except (KafkaException, DeliveryError) as e:
             self._abort(timeout_s)
             raise MarkerWriteError(self.config.markers_topic, keys[0].partition, keys[0].offset, str(e)) from e
-        return earliest_timestamp_ms(group)
 
     def flush(self, timeout_s: float) -> int:
         return self._writer.flush(timeout_s)

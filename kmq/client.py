@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from types import TracebackType
 
@@ -55,16 +56,18 @@ class KmqClient:
         if not records:
             return []
         timeout_ms = self.config.msg_timeout_ms if msg_timeout_ms is None else msg_timeout_ms
+        # The tracker's deadline is the marker's timestamp + timeout; the clock before producing is a safe estimate.
+        deadline_ms = time.time_ns() // 1_000_000 + timeout_ms
         keys = [MarkerKey(r.partition() or 0, r.offset() or 0) for r in records]
         offsets = _next_offsets(self.config.queue_topic, keys)
         if self._transactions is not None:
             # 2+3. STARTs and the offset commit in one transaction.
-            marker_ms = self._in_transaction(records, keys, offsets, timeout_ms)
+            self._in_transaction(records, keys, offsets, timeout_ms)
         else:
-            marker_ms = self._write_starts(records, keys, timeout_ms)  # 2. STARTs, acks=all.
+            self._write_starts(records, keys, timeout_ms)  # 2. STARTs, acks=all.
             self._commit(records, offsets)  # 3. Commit the batch's offsets.
         # 4. Hand the messages to the application.
-        return [_message(record, marker_ms + timeout_ms) for record in records]
+        return [_message(record, deadline_ms) for record in records]
 
     def processed(self, msg: Target) -> None:
         """5. The message is done: write END without waiting (a lost END only costs a redelivery)."""
@@ -143,9 +146,9 @@ class KmqClient:
                 _log.warning("consuming %s: %s", self.config.queue_topic, error.str())
         return records
 
-    def _write_starts(self, records: list[KafkaMessage], keys: list[MarkerKey], timeout_ms: int) -> int:
+    def _write_starts(self, records: list[KafkaMessage], keys: list[MarkerKey], timeout_ms: int) -> None:
         try:
-            return self._markers.starts_and_wait(keys, timeout_ms, self._marker_timeout_s)
+            self._markers.starts_and_wait(keys, timeout_ms, self._marker_timeout_s)
         except DeliveryError as e:
             self._rewind(records)
             first = keys[0]
@@ -161,10 +164,10 @@ class KmqClient:
 
     def _in_transaction(
         self, records: list[KafkaMessage], keys: list[MarkerKey], offsets: list[TopicPartition], timeout_ms: int
-    ) -> int:
+    ) -> None:
         assert self._transactions is not None
         try:
-            return self._transactions.starts_and_commit(keys, offsets, timeout_ms, self._marker_timeout_s)
+            self._transactions.starts_and_commit(keys, offsets, timeout_ms, self._marker_timeout_s)
         except KmqError:
             self._rewind(records)
             raise

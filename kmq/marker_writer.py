@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka import Message as KafkaMessage
 
 from kmq._delivery import DeliveryGroup
@@ -36,19 +36,19 @@ class MarkerWriter:
         """Produce an END without waiting for it."""
         self._produce(key, _END, self._on_marker_delivery)
 
-    def starts_and_wait(self, keys: Sequence[MarkerKey], redeliver_after_ms: int, timeout_s: float) -> int:
-        """Produce a START per key and wait until all are acknowledged; the earliest marker timestamp (ms).
-
-        Raises DeliveryError when any START failed."""
-        group = self.produce_starts(keys, redeliver_after_ms)
-        group.wait(self.producer, timeout_s)
-        return earliest_timestamp_ms(group)
+    def starts_and_wait(self, keys: Sequence[MarkerKey], redeliver_after_ms: int, timeout_s: float) -> None:
+        """Produce a START per key and wait until all are acknowledged; DeliveryError when any failed."""
+        self.produce_starts(keys, redeliver_after_ms).wait(self.producer, timeout_s)
 
     def produce_starts(self, keys: Sequence[MarkerKey], redeliver_after_ms: int) -> DeliveryGroup:
+        """Produce a START per key; a record refused at once (e.g. no such partition) raises DeliveryError."""
         group = DeliveryGroup()
         value = StartMarker(redeliver_after_ms).encode()
         for index, key in enumerate(keys):
-            self._produce(key, value, group.callback(index))
+            try:
+                self._produce(key, value, group.callback(index))
+            except KafkaException as e:
+                raise DeliveryError(self.config.markers_topic, key.partition, str(e.args[0].str())) from e
         return group
 
     def flush(self, timeout_s: float = 30.0) -> int:
@@ -70,9 +70,3 @@ class MarkerWriter:
                 message.partition(),
                 error.str(),
             )
-
-
-def earliest_timestamp_ms(group: DeliveryGroup) -> int:
-    if not group.results:
-        raise DeliveryError("(markers)", None, "no marker was acknowledged")
-    return min(d.timestamp_ms for d in group.results.values())
