@@ -1,0 +1,53 @@
+"""One measured run of a consumer contender (plain, kmq, share): fresh queue, worker process, preload, measure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmq.bench import protocol
+from kmq.bench.children import TrackerChild, Worker
+from kmq.bench.display import Display
+from kmq.bench.options import KMQ, BenchOptions
+from kmq.bench.preload import fresh_queue, preload
+from kmq.config import KmqConfig
+from kmq.embedded import KafkaCluster
+
+TRACKER_READY_TIMEOUT_MS = 60_000
+
+
+def run_consumer(cluster: KafkaCluster, options: BenchOptions, contender: str, display: Display) -> dict[str, Any]:
+    """The worker's figures; for kmq also the tracker's memory and redeliveries (it runs for the whole window)."""
+    display.phase("creating topics")
+    config = fresh_queue(cluster, contender, options.partitions)
+    if contender != KMQ:
+        return _measure(config, options, contender, display)
+    display.phase("starting the tracker")
+    tracker = TrackerChild(config)
+    try:
+        tracker.wait_ready(TRACKER_READY_TIMEOUT_MS)
+        figures = _measure(config, options, contender, display)
+        figures.update(tracker.figures())
+    finally:
+        tracker.stop()
+    return figures
+
+
+def _measure(config: KmqConfig, options: BenchOptions, contender: str, display: Display) -> dict[str, Any]:
+    display.phase("joining the group")
+    args = [
+        f"--messages={options.messages}",
+        f"--batch={options.batch}",
+        f"--partitions={options.partitions}",
+        f"--prepare-timeout-ms={options.stall_timeout_ms}",
+        f"--stall-timeout-ms={options.stall_timeout_ms}",
+    ]
+    child = Worker(contender, config, args)
+    try:
+        child.expect(protocol.READY, options.stall_timeout_ms + 10_000)
+        display.phase("preloading")
+        preload(config, options.messages, options.size, options.partitions)
+        display.phase("measuring")
+        child.go()
+        return child.result(lambda done: display.progress(done, options.messages), options.stall_timeout_ms + 10_000)
+    finally:
+        child.stop()

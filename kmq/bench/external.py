@@ -1,0 +1,49 @@
+"""The tracker and REST-facade contenders: their packages' own benchmarks, run as child processes on our broker.
+
+`kmq` never imports `tracker` or `api`; `python -m tracker.bench` and `python -m api.bench` print their figures as
+JSON, and reach the broker through `KMQ_BOOTSTRAP_SERVERS` and the other connection variables given here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmq.bench.children import config_env, run_module
+from kmq.bench.display import Display
+from kmq.bench.options import BenchOptions
+from kmq.embedded import KafkaCluster
+from kmq.embedded._external import CONNECTION_FIELDS
+from kmq.settings import env_name
+
+TIMEOUT_MS = 30 * 60_000
+_CONNECTION_ENV = frozenset(env_name(name) for name in CONNECTION_FIELDS)
+
+
+def run_tracker(cluster: KafkaCluster, options: BenchOptions, display: Display) -> dict[str, Any]:
+    """1 M (`tracker_pending`) START markers ingested by a tracker replica; redelivery lateness of expiring messages."""
+    display.phase(f"python -m tracker.bench ({options.tracker_pending:,} pending)")
+    args = [f"--pending={options.tracker_pending}", f"--partitions={options.partitions}"]
+    figures = run_module("tracker.bench", args, _connection_env(cluster), TIMEOUT_MS)
+    return {
+        **figures,
+        "markers_per_s": figures["ingest_markers_per_s"],
+        "rss_bytes": figures["tracker_rss_mb"] * 2**20,
+    }
+
+
+def run_http(cluster: KafkaCluster, options: BenchOptions, display: Display) -> dict[str, Any]:
+    """Receive + ack through the REST facade, in batches of `http_batch`."""
+    display.phase(f"python -m api.bench ({options.http_messages:,} messages)")
+    args = [
+        f"--messages={options.http_messages}",
+        f"--batch={options.http_batch}",
+        f"--partitions={options.partitions}",
+        f"--value-bytes={options.size}",
+    ]
+    return run_module("api.bench", args, _connection_env(cluster), TIMEOUT_MS)
+
+
+def _connection_env(cluster: KafkaCluster) -> dict[str, str]:
+    """How to reach the cluster, as `KMQ_*` variables (a child of ours sees no other `KMQ_*`)."""
+    env = config_env(cluster.config("kmq-bench"))
+    return {name: value for name, value in env.items() if name in _CONNECTION_ENV}

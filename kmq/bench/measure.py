@@ -1,0 +1,72 @@
+"""Inside a worker process: the measured window, per-batch overhead samples, and the process's memory."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kmq.bench.stats import percentiles
+from kmq.errors import BenchError
+
+PROGRESS_INTERVAL_S = 0.25
+
+
+@dataclass
+class BatchClock:
+    """Counts messages and batches from `start()`, keeping each batch's overhead (ms)."""
+
+    target: int
+    started: float = 0.0
+    received: int = 0
+    overhead_ms: list[float] = field(default_factory=list)
+    _last_progress: float = 0.0
+    _last_batch: float = 0.0
+
+    def start(self) -> None:
+        self.started = self._last_progress = self._last_batch = time.perf_counter()
+
+    def batch(self, size: int, overhead_s: float) -> bool:
+        """Record one batch; True when it is time to report progress."""
+        self.received += size
+        self.overhead_ms.append(overhead_s * 1000)
+        now = self._last_batch = time.perf_counter()
+        if now - self._last_progress >= PROGRESS_INTERVAL_S:
+            self._last_progress = now
+            return True
+        return False
+
+    def check_stall(self, stall_s: float) -> None:
+        """Raise when no batch came for `stall_s` (a contender that stopped receiving)."""
+        if time.perf_counter() - self._last_batch > stall_s:
+            raise BenchError(f"no message for {stall_s:.0f}s after {self.received} of {self.target}")
+
+    @property
+    def done(self) -> bool:
+        return self.received >= self.target
+
+    def figures(self, **extra: Any) -> dict[str, Any]:
+        """Throughput over the window (start to now), overhead percentiles, memory."""
+        elapsed_s = time.perf_counter() - self.started
+        return {
+            "messages": self.received,
+            "elapsed_s": elapsed_s,
+            "msgs_per_s": self.received / elapsed_s,
+            "batches": len(self.overhead_ms),
+            **percentiles(self.overhead_ms, "overhead_ms"),
+            "rss_bytes": rss_bytes(),
+            **extra,
+        }
+
+
+def rss_bytes(pid: int | str = "self") -> int | None:
+    """Resident set size of a process (Linux /proc; None elsewhere or when it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return None

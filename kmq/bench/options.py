@@ -1,0 +1,72 @@
+"""`BenchOptions`: what one `kmq bench` run measures, and on which broker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kmq.embedded import BACKENDS
+from kmq.errors import ConfigError
+
+PLAIN, KMQ, SHARE, TRACKER, HTTP = "plain", "kmq", "share", "tracker", "http"
+CONTENDERS = (PLAIN, KMQ, SHARE, TRACKER, HTTP)
+CONSUMERS = (PLAIN, KMQ, SHARE)  # measured by a worker process on a preloaded queue
+# librdkafka's mock cluster drops a partition's oldest data past 5 MiB (measured: value + ~40 bytes per record).
+MOCK_PARTITION_LIMIT_BYTES = 4 * 1024 * 1024
+RECORD_OVERHEAD_BYTES = 40
+
+
+@dataclass(frozen=True, slots=True)
+class BenchOptions:
+    """`messages` of `size` bytes on `partitions` partitions, consumed in batches of `batch`, `repeat` times.
+
+    The broker is an embedded one of `backend` unless `bootstrap_servers` names a cluster. `tracker_pending` START
+    markers feed the tracker contender; `http_messages` go through the REST facade in batches of `http_batch`.
+    """
+
+    messages: int = 100_000
+    partitions: int = 4
+    size: int = 100
+    batch: int = 500
+    repeat: int = 3
+    backend: str = "tansu"
+    bootstrap_servers: str | None = None
+    contenders: tuple[str, ...] = CONTENDERS
+    tracker_pending: int = 1_000_000
+    http_messages: int = 20_000
+    http_batch: int = 100
+    stall_timeout_ms: int = 60_000
+
+    def __post_init__(self) -> None:
+        for name in ("messages", "partitions", "batch", "repeat", "tracker_pending", "http_messages", "http_batch"):
+            if getattr(self, name) < 1:
+                raise ConfigError(name, "must be at least 1")
+        if self.bootstrap_servers is None and self.backend not in BACKENDS:
+            raise ConfigError("backend", f"choose {' or '.join(BACKENDS)}, or give bootstrap servers")
+        if self.size < 0:
+            raise ConfigError("size", "must not be negative")
+        unknown = [c for c in self.contenders if c not in CONTENDERS]
+        if unknown or not self.contenders:
+            raise ConfigError("contenders", f"choose from {', '.join(CONTENDERS)} (got {', '.join(unknown) or 'none'})")
+        if self.on_mock and self.partition_bytes > MOCK_PARTITION_LIMIT_BYTES:
+            raise ConfigError(
+                "messages",
+                f"{self.partition_bytes // 1024} KiB per partition is too much for the mock broker, which drops "
+                f"data past ~5 MiB per partition: use more --partitions or fewer --messages",
+            )
+
+    @property
+    def on_mock(self) -> bool:
+        return self.bootstrap_servers is None and self.backend == "mock"
+
+    @property
+    def broker(self) -> str:
+        return self.bootstrap_servers or f"embedded {self.backend}"
+
+    @property
+    def partition_bytes(self) -> int:
+        return self.messages * (self.size + RECORD_OVERHEAD_BYTES) // self.partitions
+
+    @property
+    def schedule(self) -> list[tuple[int, str]]:
+        """(round, contender) in the order they run: A B C A B C ..., so drift hits every contender alike."""
+        return [(round_, name) for round_ in range(self.repeat) for name in self.contenders]

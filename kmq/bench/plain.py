@@ -1,0 +1,70 @@
+"""The ceiling: a plain confluent-kafka consumer in a group, consuming in batches with one commit per batch."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from kmq._kafka import consumer_settings
+from kmq.bench.measure import BatchClock
+from kmq.config import KmqConfig
+from kmq.errors import BenchError
+
+POLL_TIMEOUT_S = 0.5
+
+
+class PlainContender:
+    """The consumer settings of `KmqClient` (read_committed, manual commits) but for the offset store: commit()
+    commits what the batch consumed, as in any plain consumer. No markers, no tracker.
+
+    Overhead of a batch: the synchronous offset commit.
+    """
+
+    def __init__(self, config: KmqConfig, batch: int) -> None:
+        self._topic = config.queue_topic
+        self._batch = batch
+        self._consumer = Consumer(
+            consumer_settings(config, config.group_id, isolation_level="read_committed", enable_auto_offset_store=True)
+        )
+        self._assigned: list[TopicPartition] = []
+
+    def prepare(self, deadline: float) -> None:
+        """Join the group and wait for the assignment (the topic is still empty)."""
+        self._consumer.subscribe([self._topic], on_assign=self._on_assign)
+        while not self._assigned:
+            if time.monotonic() > deadline:
+                raise BenchError(f"plain consumer got no partitions of {self._topic} in time")
+            self._consumer.consume(self._batch, POLL_TIMEOUT_S)
+
+    def run(self, clock: BatchClock, progress: Callable[[int], None], stall_s: float) -> dict[str, Any]:
+        while not clock.done:
+            records = self._consumer.consume(self._batch, POLL_TIMEOUT_S)
+            received = sum(map(_process, records))
+            if not received:
+                clock.check_stall(stall_s)
+                continue
+            began = time.perf_counter()
+            self._consumer.commit(asynchronous=False)
+            if clock.batch(received, time.perf_counter() - began):
+                progress(clock.received)
+        return clock.figures()
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._assigned = partitions
+
+
+def _process(record: Any) -> bool:
+    """The no-op processing every contender does: look at the value. False for a non-fatal consumer event."""
+    error = record.error()
+    if error is None:
+        record.value()
+        return True
+    if error.fatal():
+        raise KafkaException(error)
+    return False

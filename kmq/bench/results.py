@@ -1,0 +1,109 @@
+"""What the runs measured, and one table row per contender: medians over its runs."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kmq.bench.options import HTTP, KMQ, PLAIN, SHARE, TRACKER
+from kmq.bench.stats import median
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One run of one contender: its figures (as its process reported them), or why it was skipped."""
+
+    contender: str
+    round: int
+    figures: dict[str, Any]
+    skipped: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """Where a contender's figures are: its rate, its latency percentiles, its memory."""
+
+    rate: str
+    rate_unit: str
+    latency: str
+    latency_keys: tuple[str, str, str]
+    rss: str
+
+
+_CONSUMER = Shape(
+    "msgs_per_s", "msgs/s", "batch overhead", ("overhead_ms_p50", "overhead_ms_p95", "overhead_ms_p99"), "rss_bytes"
+)
+SHAPES = {
+    PLAIN: _CONSUMER,
+    KMQ: _CONSUMER,
+    SHARE: _CONSUMER,
+    TRACKER: Shape(
+        "markers_per_s",
+        "markers/s",
+        "redelivery lateness",
+        ("lateness_ms_p50", "lateness_ms_p95", "lateness_ms_p99"),
+        "rss_bytes",
+    ),
+    HTTP: Shape("receive_ack_msgs_per_s", "msgs/s", "ack latency", ("ack_ms_p50", "ack_ms_p95", "ack_ms_p99"), ""),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A contender's medians over its runs (NaN where it has no such figure)."""
+
+    contender: str
+    runs: int
+    rate: float
+    rate_unit: str
+    ratio_to_plain: float
+    latency: str
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    rss_bytes: float
+    note: str
+
+
+def figure(runs: Sequence[Run], key: str) -> float:
+    """The median of `key` over the runs that have it."""
+    return median([float(r.figures[key]) for r in runs if isinstance(r.figures.get(key), int | float)])
+
+
+def ratio(runs: Sequence[Run], numerator: str, denominator: str) -> float:
+    """The median over rounds of numerator's rate ÷ denominator's rate in the same round (drift cancels out)."""
+    rates = {(r.contender, r.round): _rate(r) for r in runs if not r.skipped}
+    rounds = sorted({round_ for _, round_ in rates})
+    pairs = [(rates.get((numerator, n)), rates.get((denominator, n))) for n in rounds]
+    return median([a / b for a, b in pairs if a is not None and b is not None and b > 0])
+
+
+def rows(runs: Sequence[Run], contenders: Sequence[str], notes: dict[str, str]) -> list[Row]:
+    return [_row(name, [r for r in runs if r.contender == name], runs, notes.get(name, "")) for name in contenders]
+
+
+def _row(name: str, mine: list[Run], everything: Sequence[Run], note: str) -> Row:
+    shape = SHAPES[name]
+    measured = [r for r in mine if not r.skipped]
+    note = note or next((r.skipped for r in mine if r.skipped), "")
+    p50, p95, p99 = (figure(measured, key) for key in shape.latency_keys)
+    return Row(
+        contender=name,
+        runs=len(measured),
+        rate=figure(measured, shape.rate),
+        rate_unit=shape.rate_unit,
+        ratio_to_plain=ratio(everything, name, PLAIN) if shape.rate_unit == "msgs/s" else math.nan,
+        latency=shape.latency,
+        p50_ms=p50,
+        p95_ms=p95,
+        p99_ms=p99,
+        rss_bytes=figure(measured, shape.rss) if shape.rss else math.nan,
+        note=note,
+    )
+
+
+def _rate(run: Run) -> float | None:
+    value = run.figures.get(SHAPES[run.contender].rate)
+    return float(value) if isinstance(value, int | float) else None

@@ -1,0 +1,102 @@
+"""`run_bench`: every contender `repeat` times, alternating (A B C A B C ...) on one broker, then the medians."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kmq.bench.consumers import run_consumer
+from kmq.bench.display import Display, Silent
+from kmq.bench.external import run_http, run_tracker
+from kmq.bench.machine import machine
+from kmq.bench.options import CONSUMERS, HTTP, SHARE, TRACKER, BenchOptions
+from kmq.bench.results import Row, Run, rows
+from kmq.bench.targets import Target, targets
+from kmq.config import KmqConfig
+from kmq.embedded import EmbeddedKafka, ExternalKafka, KafkaCluster
+from kmq.embedded._external import CONNECTION_FIELDS
+from kmq.errors import BenchError
+from kmq.settings import read_env
+
+# Contenders a broker cannot host, and why (the note printed in their row).
+UNSUPPORTED = {
+    ("tansu", SHARE): "tansu has no share groups (KIP-932); run with --backend mock",
+    ("mock", TRACKER): "its benchmark creates topics, and the mock broker has no CreateTopics; run on tansu",
+    ("mock", HTTP): "its benchmark creates topics, and the mock broker has no CreateTopics; run on tansu",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BenchReport:
+    options: BenchOptions
+    machine: dict[str, Any]
+    runs: list[Run]
+    rows: list[Row]
+    targets: list[Target]
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+def run_bench(options: BenchOptions, display: Display | None = None) -> BenchReport:
+    """Measure on the broker the options name (an embedded one is started and stopped here)."""
+    display = display or Silent()
+    with open_cluster(options) as cluster:
+        runs, notes = _run_all(cluster, options, display)
+    table = rows(runs, options.contenders, notes)
+    return BenchReport(
+        options, machine(options.broker), runs, table, targets(runs, table, options.tracker_pending), notes
+    )
+
+
+@contextlib.contextmanager
+def open_cluster(options: BenchOptions) -> Iterator[KafkaCluster]:
+    """The cluster at `bootstrap_servers` (other connection settings from `KMQ_*`), or a fresh embedded broker."""
+    if options.bootstrap_servers:
+        connection = {k: v for k, v in read_env(KmqConfig).items() if k in CONNECTION_FIELDS}
+        yield ExternalKafka({**connection, "bootstrap_servers": options.bootstrap_servers})
+        return
+    with EmbeddedKafka(options.backend) as embedded:
+        yield embedded
+
+
+def _run_all(cluster: KafkaCluster, options: BenchOptions, display: Display) -> tuple[list[Run], dict[str, str]]:
+    notes = {
+        name: UNSUPPORTED[(cluster.backend, name)]
+        for name in options.contenders
+        if (cluster.backend, name) in UNSUPPORTED
+    }
+    runs: list[Run] = []
+    display.begin(len(options.schedule))
+    try:
+        for round_, name in options.schedule:
+            display.run_started(name, round_)
+            run = _run_one(cluster, options, name, round_, notes, display)
+            runs.append(run)
+            display.run_finished(run)
+    finally:
+        display.end()
+    return runs, notes
+
+
+def _run_one(
+    cluster: KafkaCluster, options: BenchOptions, name: str, round_: int, notes: dict[str, str], display: Display
+) -> Run:
+    if name in notes:
+        return Run(name, round_, {}, skipped=notes[name])
+    try:
+        return Run(name, round_, _measure(cluster, options, name, display))
+    except BenchError as e:
+        if name != SHARE or round_ > 0:
+            raise
+        # A cluster without share groups: say so in the share row and measure the others.
+        notes[name] = f"skipped: {str(e).splitlines()[0]}"
+        return Run(name, round_, {}, skipped=notes[name])
+
+
+def _measure(cluster: KafkaCluster, options: BenchOptions, name: str, display: Display) -> dict[str, Any]:
+    if name in CONSUMERS:
+        return run_consumer(cluster, options, name, display)
+    if name == TRACKER:
+        return run_tracker(cluster, options, display)
+    return run_http(cluster, options, display)

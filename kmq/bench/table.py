@@ -1,0 +1,74 @@
+"""The report as text: the contenders' medians and the targets, as rich tables."""
+
+from __future__ import annotations
+
+import math
+
+from rich.console import Console
+from rich.table import Table
+
+from kmq.bench.results import SHAPES, Row, Run
+from kmq.bench.runner import BenchReport
+from kmq.bench.targets import MB, Target
+
+_STATUS_STYLE = {"met": "green", "missed": "red", "not measured": "dim"}
+
+
+def print_report(report: BenchReport, console: Console) -> None:
+    options = report.options
+    console.print(
+        f"kmq bench on {options.broker}: {options.messages:,} messages of {options.size} B, "
+        f"{options.partitions} partitions, batches of {options.batch}, medians of {options.repeat} alternating runs",
+        highlight=False,
+    )
+    console.print(contenders_table(report.rows))
+    console.print(targets_table(report.targets))
+
+
+def contenders_table(rows: list[Row]) -> Table:
+    table = Table(title="contenders", title_justify="left")
+    for header in ("contender", "throughput", "÷ plain", "latency", "p50 ms", "p95 ms", "p99 ms", "RSS MB", "note"):
+        table.add_column(header, justify="left" if header in ("contender", "latency", "note") else "right")
+    for row in rows:
+        table.add_row(
+            row.contender,
+            "" if math.isnan(row.rate) else f"{row.rate:,.0f} {row.rate_unit}",
+            _number(row.ratio_to_plain, "{:.2f}"),
+            row.latency,
+            _number(row.p50_ms, "{:.2f}"),
+            _number(row.p95_ms, "{:.2f}"),
+            _number(row.p99_ms, "{:.2f}"),
+            _number(row.rss_bytes / MB, "{:.0f}"),
+            row.note,
+        )
+    return table
+
+
+def targets_table(targets: list[Target]) -> Table:
+    table = Table(title="targets", title_justify="left")
+    for header in ("target", "measured", "limit", "status"):
+        table.add_column(header, justify="right" if header in ("measured", "limit") else "left")
+    for target in targets:
+        style = _STATUS_STYLE[target.status]
+        table.add_row(
+            target.name,
+            _number(target.measured, "{:,.2f}"),
+            f"{target.comparison} {target.limit:,g} {target.unit}",
+            f"[{style}]{target.status}[/]",
+        )
+    return table
+
+
+def headline(run: Run) -> str:
+    """One line about one run, for the progress display."""
+    if run.skipped:
+        return f"{run.contender} #{run.round + 1}: {run.skipped}"
+    shape = SHAPES[run.contender]
+    rate, p95 = run.figures.get(shape.rate), run.figures.get(shape.latency_keys[1])
+    parts = [f"{rate:,.0f} {shape.rate_unit}" if isinstance(rate, int | float) else ""]
+    parts += [f"{shape.latency} p95 {p95:.2f} ms" if isinstance(p95, int | float) else ""]
+    return f"{run.contender} #{run.round + 1}: " + ", ".join(p for p in parts if p)
+
+
+def _number(value: float, template: str) -> str:
+    return "—" if math.isnan(value) else template.format(value)

@@ -1,0 +1,90 @@
+"""`python -m kmq.bench.worker CONTENDER`: one measured run of a consumer contender, in a process of its own.
+
+Its memory is then its own, and no run inherits another's threads or heap. The queue comes from `KMQ_*` variables.
+The line protocol with the parent is in `kmq.bench.protocol`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from typing import Any, Protocol
+
+from kmq.bench.kmq_client import KmqContender
+from kmq.bench.measure import BatchClock
+from kmq.bench.options import KMQ, PLAIN, SHARE
+from kmq.bench.plain import PlainContender
+from kmq.bench.protocol import ERROR, GO, PROGRESS, READY, RESULT
+from kmq.bench.share import ShareContender
+from kmq.config import KmqConfig
+from kmq.errors import BenchError
+
+_log = logging.getLogger(__name__)
+
+
+class Contender(Protocol):
+    def prepare(self, deadline: float) -> None: ...
+
+    def run(self, clock: BatchClock, progress: Any, stall_s: float) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+def make_contender(name: str, config: KmqConfig, batch: int, partitions: int) -> Contender:
+    if name == PLAIN:
+        return PlainContender(config, batch)
+    if name == KMQ:
+        return KmqContender(config, batch)
+    if name == SHARE:
+        return ShareContender(config, batch, partitions)
+    raise BenchError(f"no worker for contender {name!r}")
+
+
+def measure(contender: Contender, args: argparse.Namespace) -> dict[str, Any]:
+    contender.prepare(time.monotonic() + args.prepare_timeout_ms / 1000)
+    _say(READY)
+    if sys.stdin.readline().strip() != GO:
+        raise BenchError("the parent went away before the queue was loaded")
+    clock = BatchClock(args.messages)
+    clock.start()
+    return contender.run(clock, lambda done: _say(f"{PROGRESS} {done}"), args.stall_timeout_ms / 1000)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = _parser().parse_args(argv)
+    try:
+        contender = make_contender(args.contender, KmqConfig.from_env(), args.batch, args.partitions)
+        try:
+            figures = measure(contender, args)
+        finally:
+            contender.close()
+    except Exception as e:  # noqa: BLE001  # reported to the parent in one line; the traceback goes to stderr
+        _log.exception("%s worker failed", args.contender)
+        _say(f"{ERROR} {type(e).__name__}: {e}")
+        return 1
+    _say(f"{RESULT} {json.dumps(figures)}")
+    return 0
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(line.replace("\n", " ") + "\n")
+    sys.stdout.flush()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m kmq.bench.worker", description=__doc__)
+    parser.add_argument("contender", choices=(PLAIN, KMQ, SHARE))
+    parser.add_argument("--messages", type=int, required=True, help="messages the parent preloads")
+    parser.add_argument("--batch", type=int, required=True, help="messages per receive")
+    parser.add_argument("--partitions", type=int, required=True)
+    parser.add_argument("--prepare-timeout-ms", type=int, default=60_000)
+    parser.add_argument("--stall-timeout-ms", type=int, default=60_000)
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

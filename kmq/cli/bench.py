@@ -1,0 +1,87 @@
+"""`kmq bench`: plain consumer, kmq, share groups, tracker and REST facade, measured side by side in one run."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from kmq.bench.jsonout import write_json
+from kmq.bench.options import CONTENDERS, BenchOptions
+from kmq.bench.progress import RichDisplay
+from kmq.bench.runner import run_bench
+from kmq.bench.table import print_report
+from kmq.cli._errors import friendly_errors
+from kmq.cli._options import BootstrapOption
+from kmq.errors import ConfigError
+
+_defaults = BenchOptions()
+_REPORT_WIDTH = 160
+
+
+@friendly_errors
+def bench(
+    backend: Annotated[str, typer.Option(help="embedded broker: tansu or mock")] = "tansu",
+    bootstrap_servers: BootstrapOption = None,
+    messages: Annotated[int, typer.Option(min=1, help="messages per consumer run")] = _defaults.messages,
+    partitions: Annotated[int, typer.Option(min=1, help="partitions of each queue")] = _defaults.partitions,
+    size: Annotated[int, typer.Option(min=0, help="message value size, bytes")] = _defaults.size,
+    batch: Annotated[int, typer.Option(min=1, help="messages per receive / consume")] = _defaults.batch,
+    repeat: Annotated[int, typer.Option(min=1, help="runs of each contender (alternating); medians")] = 3,
+    contenders: Annotated[str, typer.Option(help=f"comma-separated, from {','.join(CONTENDERS)}")] = ",".join(
+        CONTENDERS
+    ),
+    tracker_pending: Annotated[
+        int, typer.Option(min=1, help="START markers the tracker contender ingests")
+    ] = _defaults.tracker_pending,
+    http_messages: Annotated[
+        int, typer.Option(min=1, help="messages through the REST facade")
+    ] = _defaults.http_messages,
+    json_file: Annotated[Path | None, typer.Option("--json", help="write every figure to this JSON file")] = None,
+    plot_file: Annotated[Path | None, typer.Option("--plot", help="draw throughput and latency bars (PNG)")] = None,
+) -> None:
+    """Measure kmq against a plain Kafka consumer and Kafka share groups on one broker, alternating the contenders.
+
+    On an embedded broker unless --bootstrap-servers (or KMQ_BOOTSTRAP_SERVERS) names a cluster.
+    """
+    options = BenchOptions(
+        messages=messages,
+        partitions=partitions,
+        size=size,
+        batch=batch,
+        repeat=repeat,
+        backend=backend,
+        bootstrap_servers=bootstrap_servers or os.environ.get("KMQ_BOOTSTRAP_SERVERS") or None,
+        contenders=_contenders(contenders),
+        tracker_pending=tracker_pending,
+        http_messages=http_messages,
+    )
+    with RichDisplay() as display:
+        report = run_bench(options, display)
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console.width = _REPORT_WIDTH  # a file or pipe: the whole table, not 80 columns of it
+    print_report(report, console)
+    command = "kmq " + shlex.join(sys.argv[1:])
+    if json_file is not None:
+        write_json(report, json_file, command)
+    if plot_file is not None:
+        from kmq.bench.plot import write_plot
+
+        write_plot(report, plot_file)
+
+
+def _contenders(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        raise ConfigError("--contenders", f"name at least one of {', '.join(CONTENDERS)}")
+    return names
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)
