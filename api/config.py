@@ -29,7 +29,9 @@ class ApiConfig(BaseModel):
     allow_anonymous: bool = Field(False, description="serve without API keys (only when none is configured)")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="largest request body accepted (else 413)")
     max_message_bytes: int = Field(1_000_000, gt=0, description="largest message (value+key+headers) accepted")
-    write_timeout_ms: int = Field(10_000, gt=0, description="how long a write may wait for the broker (else 503)")
+    write_timeout_ms: int = Field(
+        10_000, gt=0, description="how long a write (or a backlog read) may wait for Kafka before answering 503"
+    )
     receiver_idle_ms: int = Field(
         30_000, gt=0, description="leave a queue's worker group after this long without a receive on this replica"
     )

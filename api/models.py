@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 from pydantic.config import JsonDict
 
 from api.config import MAX_WAIT_MS
@@ -31,6 +31,17 @@ _BASE64_WHEN_DECLARED: JsonDict = {
     },
 }
 _APPLICATION_HEADER_NAMES: JsonDict = {"propertyNames": {"minLength": 1, "not": {"pattern": "^[kK][mM][qQ]-"}}}
+
+
+def _whole_number(value: object) -> object:
+    """JSON Schema counts 5.0 as an integer, so it is 5 here too; strings and booleans stay refused (strict)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+JsonInt = Annotated[int, BeforeValidator(_whole_number)]
+# Bounds inside the Annotated: on an optional field they then reach the JSON schema as minimum/maximum.
+TimeoutMs = Annotated[int, Field(ge=1, le=MAX_TIMEOUT_MS), BeforeValidator(_whole_number)]
+DelayMs = Annotated[int, Field(ge=0, le=MAX_TIMEOUT_MS), BeforeValidator(_whole_number)]
 
 
 class _Body(BaseModel):
@@ -78,17 +89,15 @@ class SendResponse(_Body):
 
 
 class ReceiveRequest(_Request):
-    max_messages: int = Field(default=10, ge=1, le=MAX_BATCH, description="at most this many messages")
-    wait_ms: int = Field(
+    max_messages: JsonInt = Field(default=10, ge=1, le=MAX_BATCH, description="at most this many messages")
+    wait_ms: JsonInt = Field(
         default=0,
         ge=0,
         le=MAX_WAIT_MS,
         description="long poll: wait up to this long for a first message (0: do not wait)",
     )
-    visibility_timeout_ms: int | None = Field(
+    visibility_timeout_ms: TimeoutMs | None = Field(
         default=None,
-        ge=1,
-        le=MAX_TIMEOUT_MS,
         description="time to settle each message before it is redelivered (default: the queue's msg_timeout_ms)",
     )
     encoding: Encoding = Field(
@@ -122,17 +131,14 @@ class AckRequest(_Request):
 
 class NackRequest(_Request):
     receipts: list[str] = Field(min_length=1, max_length=MAX_BATCH, description=_RECEIPTS)
-    delay_ms: int | None = Field(
-        default=None,
-        ge=0,
-        le=MAX_TIMEOUT_MS,
-        description="redeliver after this long (default: backoff by redelivery count)",
+    delay_ms: DelayMs | None = Field(
+        default=None, description="redeliver after this long (default: backoff by redelivery count)"
     )
 
 
 class ExtendRequest(_Request):
     receipts: list[str] = Field(min_length=1, max_length=MAX_BATCH, description=_RECEIPTS)
-    visibility_timeout_ms: int = Field(ge=1, le=MAX_TIMEOUT_MS, description="new time to settle, counted from now")
+    visibility_timeout_ms: TimeoutMs = Field(description="new time to settle, counted from now")
 
 
 class ReceiptResult(_Body):

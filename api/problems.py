@@ -23,9 +23,12 @@ _log = logging.getLogger(__name__)
 UNAUTHORIZED: dict[int | str, dict[str, Any]] = {401: {"model": Problem, "description": "missing or unknown API key"}}
 NOT_SERVED: dict[int | str, dict[str, Any]] = {404: {"model": Problem, "description": "queue not served"}}
 TOO_LARGE: dict[int | str, dict[str, Any]] = {413: {"model": Problem, "description": "body or a message too large"}}
-UNDECODABLE: dict[int | str, dict[str, Any]] = {400: {"model": Problem, "description": "undecodable base64"}}
 UNAVAILABLE: dict[int | str, dict[str, Any]] = {503: {"model": Problem, "description": "Kafka unavailable"}}
-QUEUE_ERRORS = {**UNAUTHORIZED, **NOT_SERVED, **TOO_LARGE, **UNAVAILABLE}
+MALFORMED: dict[int | str, dict[str, Any]] = {
+    400: {"model": Problem, "description": "the body is not UTF-8 JSON, or (send) a base64 field does not decode"}
+}
+# Every route with a body under /v1/queues/{queue} may answer these.
+BODY_ERRORS = {**UNAUTHORIZED, **NOT_SERVED, **MALFORMED, **TOO_LARGE, **UNAVAILABLE}
 
 
 class AsciiJSONResponse(JSONResponse):

@@ -37,7 +37,7 @@ class ServedQueue:
         self.name = config.queue_topic
         check_topics(config)  # refuse to serve a queue whose markers topic does not line up (PROTOCOL.md)
         self.producer = AsyncProducer(config, write_timeout_ms, self.name)
-        self.backlog_probe = BacklogProbe(config)
+        self.backlog_probe = BacklogProbe(config, timeout_s=write_timeout_ms / 1000)
         self._receiver: KmqClient | None = None
         self._receiving = asyncio.Lock()
         self._idle_s = receiver_idle_ms / 1000

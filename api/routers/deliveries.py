@@ -9,14 +9,14 @@ from fastapi import APIRouter
 from api.codec import to_received
 from api.deps import Authorized, Queue, State
 from api.models import ReceivedMessage, ReceiveRequest, ReceiveResponse
-from api.problems import QUEUE_ERRORS
+from api.problems import BODY_ERRORS
 from api.receipts import Receipt, ReceiptSigner
 from kmq.message import Message
 
 router = APIRouter(prefix="/v1/queues/{queue}", tags=["deliveries"], dependencies=[Authorized])
 
 
-@router.post("/receive", responses=QUEUE_ERRORS)
+@router.post("/receive", responses=BODY_ERRORS)
 async def receive(queue: Queue, state: State, body: ReceiveRequest) -> ReceiveResponse:
     """Up to `max_messages` messages, waiting up to `wait_ms` for the first.
 

@@ -9,13 +9,13 @@ from api.codec import Payload, to_payload
 from api.delivery import Delivered, Outcome, Record, is_outage
 from api.deps import Authorized, Queue, State
 from api.models import SendRequest, SendResponse, SentMessage
-from api.problems import QUEUE_ERRORS, UNDECODABLE
+from api.problems import BODY_ERRORS
 from kmq.errors import BrokerUnavailableError
 
 router = APIRouter(prefix="/v1/queues/{queue}", tags=["messages"], dependencies=[Authorized])
 
 
-@router.post("/messages", responses={**QUEUE_ERRORS, **UNDECODABLE})
+@router.post("/messages", responses=BODY_ERRORS)
 async def send(queue: Queue, state: State, body: SendRequest) -> SendResponse:
     """Write messages to the queue (idempotent producer, `acks=all`); answers once every one is stored.
 

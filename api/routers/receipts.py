@@ -8,21 +8,21 @@ from fastapi import APIRouter
 
 from api.deps import Authorized, Queue, State
 from api.models import AckRequest, ExtendRequest, NackRequest, SettleResponse
-from api.problems import QUEUE_ERRORS
+from api.problems import BODY_ERRORS
 from api.settle import Settlement, settle
 
 router = APIRouter(prefix="/v1/queues/{queue}", tags=["receipts"], dependencies=[Authorized])
 _RESULTS = " The answer holds one result per receipt, in order (see `ReceiptResult.status`)."
 
 
-@router.post("/ack", responses=QUEUE_ERRORS, description="Mark messages processed (END markers)." + _RESULTS)
+@router.post("/ack", responses=BODY_ERRORS, description="Mark messages processed (END markers)." + _RESULTS)
 async def ack(queue: Queue, state: State, body: AckRequest) -> SettleResponse:
     return await _settle(queue, state, body.receipts, Settlement("ack"))
 
 
 @router.post(
     "/nack",
-    responses=QUEUE_ERRORS,
+    responses=BODY_ERRORS,
     description="Redeliver messages after `delay_ms` (default: exponential backoff by redelivery count)." + _RESULTS,
 )
 async def nack(queue: Queue, state: State, body: NackRequest) -> SettleResponse:
@@ -31,7 +31,7 @@ async def nack(queue: Queue, state: State, body: NackRequest) -> SettleResponse:
 
 @router.post(
     "/extend",
-    responses=QUEUE_ERRORS,
+    responses=BODY_ERRORS,
     description="Give more time: the new deadline is `visibility_timeout_ms` from now; each result carries a "
     "fresh receipt with it." + _RESULTS,
 )

@@ -1,0 +1,70 @@
+"""When Kafka is gone the API answers 503 with the reason (never a 500); it refuses to start on broken topics."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from api.app import create_app
+from api.config import ApiConfig
+from kmq.config import KmqConfig
+from kmq.embedded import EmbeddedKafka, KafkaCluster
+from kmq.errors import TopicMismatchError, TopicMissingError
+
+AUTH = {"Authorization": "Bearer outage-key"}
+
+
+def api_config(queue: KmqConfig, **changes: Any) -> ApiConfig:
+    secret = "outage-test-secret-0123456789abcdef"
+    return ApiConfig(queues=(queue,), receipt_secret=secret, api_keys=(SecretStr("outage-key"),), **changes)
+
+
+@pytest.fixture
+def own_broker() -> Iterator[EmbeddedKafka]:
+    """A broker of this test's own, to stop under the running API (the session's broker serves the others)."""
+    broker = EmbeddedKafka("tansu").start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def test_an_unreachable_broker_is_a_503_naming_kafka(own_broker: EmbeddedKafka) -> None:
+    queue = own_broker.config(f"t-api-outage-{uuid.uuid4().hex[:8]}")
+    own_broker.ensure_topics(queue, 2)
+    path = f"/v1/queues/{queue.queue_topic}"
+    with TestClient(create_app(api_config(queue, write_timeout_ms=1000)), headers=AUTH) as http:
+        assert http.post(f"{path}/messages", json={"messages": [{"value": "before"}]}).status_code == 200
+        receipt = http.post(f"{path}/receive", json={"wait_ms": 10_000}).json()["messages"][0]["receipt"]
+        own_broker.stop()
+        answers = {
+            "send": http.post(f"{path}/messages", json={"messages": [{"value": "during"}]}),
+            "ack": http.post(f"{path}/ack", json={"receipts": [receipt]}),
+            "queue": http.get(path),
+            "readyz": http.get("/readyz"),
+        }
+        for name, answer in answers.items():
+            assert answer.status_code == 503, (name, answer.text)
+            assert "Kafka" in answer.text or "Kafka" in str(answer.json().get("detail")), name
+        assert http.get("/healthz").status_code == 200
+        assert http.post(f"{path}/receive", json={"wait_ms": 0}).status_code in (200, 503)
+        metrics = http.get("/metrics").text
+        assert f'kmq_api_broker_errors_total{{topic="{queue.queue_topic}"}} 3.0' in metrics
+
+
+def test_the_api_refuses_to_start_without_its_topics(kafka: KafkaCluster) -> None:
+    queue = kafka.config(f"t-api-missing-{uuid.uuid4().hex[:8]}")
+    with pytest.raises(TopicMissingError, match=queue.queue_topic), TestClient(create_app(api_config(queue))):
+        pass
+
+
+def test_the_api_refuses_to_start_when_markers_and_queue_differ(kafka: KafkaCluster) -> None:
+    queue = kafka.config(f"t-api-mismatch-{uuid.uuid4().hex[:8]}")
+    kafka.create_topics({queue.queue_topic: 2, queue.markers_topic: 1, queue.dead_letter_topic: 1})
+    with pytest.raises(TopicMismatchError, match="2"), TestClient(create_app(api_config(queue))):
+        pass

@@ -1,0 +1,75 @@
+"""Schemathesis over the REST facade's OpenAPI schema, against a real broker: no 5xx, no answer outside the schema.
+
+The examples are bounded and derandomized (the same requests every run), so the test is repeatable and quick.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+import uvicorn
+from hypothesis import HealthCheck, settings
+from pydantic import SecretStr
+from schemathesis import GenerationMode
+from schemathesis.schemas import BaseSchema
+
+from api.app import create_app
+from api.config import ApiConfig
+from kmq.config import KmqConfig
+from kmq.embedded import KafkaCluster
+from tests.helpers import wait_for
+
+KEY = "schema-test-key"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+# Long polls are real waits: keep the generated ones short (the schema's bound, 20 s, is tested elsewhere).
+MAX_WAIT_MS = 50
+
+
+@pytest.fixture(scope="module")
+def served(kafka: KafkaCluster) -> Iterator[tuple[str, str]]:
+    """The API under uvicorn on a loopback port (its lifespan runs as in production); its base URL and queue."""
+    queue = kafka.config(f"t-api-schema-{uuid.uuid4().hex[:8]}")
+    kafka.ensure_topics(queue, 2)
+    secret = "schema-test-secret-0123456789abcdef"
+    app = create_app(ApiConfig(queues=(queue,), receipt_secret=secret, api_keys=(SecretStr(KEY),)))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="api-under-test", daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: server.started or not thread.is_alive(), what="uvicorn to start")
+        assert server.started, "uvicorn did not start (see the log above)"
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield f"http://127.0.0.1:{port}", queue.queue_topic
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+def _schema() -> BaseSchema:
+    """The schema is the same whatever the configuration: take it from an app that is never started."""
+    queue = KmqConfig(bootstrap_servers="unused:9092", queue_topic="unused")
+    config = ApiConfig(queues=(queue,), receipt_secret="x" * 32, allow_anonymous=True)
+    loaded = schemathesis.openapi.from_dict(create_app(config).openapi())
+    # Valid requests must succeed and invalid ones be refused with a documented 4xx.
+    loaded.config.generation.update(modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
+    return loaded
+
+
+schema = _schema()
+
+
+@schema.parametrize()
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+def test_every_answer_fits_the_schema_and_none_is_a_5xx(case: Any, served: tuple[str, str]) -> None:
+    base_url, queue = served
+    if case.path_parameters and "queue" in case.path_parameters:
+        case.path_parameters["queue"] = queue  # the served queue: unknown ones only ever get the 404
+    body = case.body
+    if isinstance(body, dict) and isinstance(body.get("wait_ms"), int) and 0 <= body["wait_ms"] <= 20_000:
+        body["wait_ms"] = min(body["wait_ms"], MAX_WAIT_MS)
+    case.call_and_validate(base_url=base_url, headers=AUTH)
