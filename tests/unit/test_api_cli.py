@@ -1,0 +1,40 @@
+"""`python -m api` and `kmq api` without a broker: help, and a one-line error naming a missing setting."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("KMQ_")}
+    return subprocess.run(
+        [sys.executable, *args], env={**clean, **(env or {})}, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+@pytest.mark.parametrize("command", [["-m", "api"], ["-c", "from kmq.cli import main; main()", "api"]])
+def test_help_names_the_settings(command: list[str]) -> None:
+    result = run(*command, "--help")
+    assert result.returncode == 0, result.stderr
+    for name in ("KMQ_API_QUEUES", "KMQ_API_KEYS", "KMQ_API_RECEIPT_SECRET", "--port"):
+        assert name in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"KMQ_API_QUEUES": "orders", "KMQ_API_KEYS": "k"}, "KMQ_API_RECEIPT_SECRET"),
+        ({"KMQ_API_QUEUES": "orders", "KMQ_API_RECEIPT_SECRET": "s" * 32}, "KMQ_API_KEYS"),
+        ({"KMQ_API_KEYS": "k", "KMQ_API_RECEIPT_SECRET": "s" * 32}, "KMQ_API_QUEUES"),
+        ({"KMQ_API_QUEUES": "orders", "KMQ_API_KEYS": "k", "KMQ_API_RECEIPT_SECRET": "short"}, "32 characters"),
+    ],
+)
+def test_a_missing_or_bad_setting_is_a_one_line_error(env: dict[str, str], named: str) -> None:
+    result = run("-m", "api", env={"KMQ_BOOTSTRAP_SERVERS": "localhost:9", **env})
+    assert result.returncode == 1
+    assert named in result.stderr
+    assert "Traceback" not in result.stderr
