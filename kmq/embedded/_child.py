@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
+import re
 import signal
 import subprocess
 import threading
@@ -18,6 +19,7 @@ _log = logging.getLogger(__name__)
 TAIL_LINES = 40
 _READER_JOIN_S = 2.0
 _LineSink = Callable[[str | None], None]
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 class ChildProcess:
@@ -109,5 +111,5 @@ class ChildProcess:
 def _read_lines(stream: IO[bytes], sink: _LineSink) -> None:
     with stream:
         for raw in stream:
-            sink(raw.decode(errors="replace").rstrip("\r\n"))
+            sink(_ANSI_ESCAPE.sub("", raw.decode(errors="replace").rstrip("\r\n")))
     sink(None)

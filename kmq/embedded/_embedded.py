@@ -87,6 +87,11 @@ class EmbeddedKafka:
         child = self._broker.child
         return child.pid if child is not None and self._bootstrap_servers is not None else None
 
+    def output_tail(self) -> str:
+        """The broker process's last log lines."""
+        child = self._broker.child
+        return child.output_tail() if child is not None else "(never started)"
+
     def running(self) -> bool:
         child = self._broker.child
         return self._bootstrap_servers is not None and child is not None and child.running()

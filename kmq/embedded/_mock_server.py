@@ -15,13 +15,18 @@ import argparse
 import signal
 import sys
 from types import FrameType
+from typing import Protocol
 
 from kmq.embedded._guard import die_with_parent
 from kmq.embedded._librdkafka import MockCluster, load_librdkafka
 from kmq.errors import KmqError
 
 
-def handle(cluster: MockCluster, line: str) -> str:
+class TopicCreator(Protocol):
+    def create_topic(self, name: str, partitions: int) -> str | None: ...
+
+
+def handle(cluster: TopicCreator, line: str) -> str:
     """The answer to one command line."""
     match line.split():
         case ["CREATE", topic, partitions] if partitions.isdigit() and int(partitions) > 0:

@@ -65,6 +65,7 @@ class TansuBroker:
     def start(self, timeout_ms: int) -> str:
         binary = tansu_binary()
         deadline = time.monotonic() + timeout_ms / 1000
+        # A picked port can be taken before tansu binds it (tansu then exits): try another while time is left.
         for _ in range(1 if self._requested_port else _PORT_ATTEMPTS):
             port = self._requested_port or free_port()
             cluster_id = f"kmq-embedded-{uuid.uuid4().hex[:12]}"
@@ -74,12 +75,10 @@ class TansuBroker:
                 self._child, self._bootstrap_servers = child, f"{HOST}:{port}"
                 return self._bootstrap_servers
             child.stop(timeout_ms=1000, polite=self.stop_signal)
-            if child.exit_code() is None or time.monotonic() >= deadline:
-                break  # it did not die of a taken port: another port would not help
-        raise EmbeddedBrokerError(
-            f"tansu broker ({binary}) on {HOST}:{port} {failure} within {timeout_ms} ms; "
-            f"its last output:\n{child.output_tail()}"
-        )
+            if time.monotonic() >= deadline:
+                break
+        where = f"tansu broker ({binary}) on {HOST}:{port}"
+        raise EmbeddedBrokerError(f"{where} {failure}; its last output:\n{child.output_tail()}")
 
     def create_topics(self, topics: Mapping[str, int], timeout_ms: int) -> None:
         create_topics({"bootstrap.servers": self._bootstrap_servers}, topics, 1, timeout_ms)
@@ -99,12 +98,13 @@ def _argv(binary: str, port: int, cluster_id: str) -> list[str]:
 
 def _await_ready(child: ChildProcess, port: int, cluster_id: str, deadline: float) -> str | None:
     """None once the broker answers metadata as itself (its cluster id: not another broker on a reused port)."""
+    started = time.monotonic()
     wait_until(lambda: not child.running() or accepts_connections(HOST, port), deadline)
     metadata = first_metadata(f"{HOST}:{port}", deadline, child.running)
     if not child.running():
-        return f"exited with code {child.exit_code()}"
+        return f"exited with code {child.exit_code()} before answering Kafka metadata"
     if metadata is None:
-        return "did not answer Kafka metadata"
+        return f"did not answer Kafka metadata within {(deadline - started) * 1000:.0f} ms"
     if metadata.cluster_id != cluster_id:
         return f"was not reachable: another broker (cluster {metadata.cluster_id!r}) answers on that port"
     return None
