@@ -26,9 +26,8 @@ from typing import IO
 
 import httpx
 
-from kmq.admin import ensure_topics
 from kmq.config import KmqConfig
-from kmq.embedded import EmbeddedKafka, ExternalKafka
+from kmq.embedded import EmbeddedKafka, ExternalKafka, KafkaCluster
 from kmq.errors import KmqError
 
 Figures = dict[str, float | int | str]
@@ -63,26 +62,35 @@ class _Tally:
 
 
 def run_benchmark(
-    messages: int = 20_000, batch: int = 100, partitions: int = 4, concurrency: int = 2, value_bytes: int = 100
+    messages: int = 20_000,
+    batch: int = 100,
+    partitions: int = 4,
+    concurrency: int = 2,
+    value_bytes: int = 100,
+    cluster: KafkaCluster | None = None,
 ) -> Figures:
-    """Send `messages` in batches of `batch`, then receive and ack them all in batches of `batch`."""
-    with _cluster() as (config, backend):
-        ensure_topics(config, partitions)
+    """Send `messages` in batches of `batch`, then receive and ack them all in batches of `batch`.
+
+    The cluster: `cluster`, else the one `KMQ_BOOTSTRAP_SERVERS` names, else an embedded tansu broker."""
+    with _cluster(cluster) as kafka:
+        config = kafka.config(f"bench-api-{uuid.uuid4().hex[:8]}")
+        kafka.ensure_topics(config, partitions)
         with _api_process(config) as (base_url, api_key):
             plan = _Plan(messages, batch, concurrency, value_bytes)
             measured = asyncio.run(_measure(f"{base_url}/v1/queues/{config.queue_topic}", api_key, plan))
-    setup: Figures = {"backend": backend, "messages": messages, "batch": batch, "partitions": partitions}
+    setup: Figures = {"backend": kafka.backend, "messages": messages, "batch": batch, "partitions": partitions}
     return {**setup, "concurrency": concurrency, **measured}
 
 
 @contextlib.contextmanager
-def _cluster() -> Iterator[tuple[KmqConfig, str]]:
-    queue = f"bench-api-{uuid.uuid4().hex[:8]}"
-    if os.environ.get("KMQ_BOOTSTRAP_SERVERS"):
-        yield ExternalKafka.from_env().config(queue), "external"
-        return
-    with EmbeddedKafka("tansu") as kafka:
-        yield kafka.config(queue), "tansu"
+def _cluster(given: KafkaCluster | None) -> Iterator[KafkaCluster]:
+    if given is not None:
+        yield given
+    elif os.environ.get("KMQ_BOOTSTRAP_SERVERS"):
+        yield ExternalKafka.from_env()
+    else:
+        with EmbeddedKafka("tansu") as embedded:
+            yield embedded
 
 
 @contextlib.contextmanager
