@@ -30,7 +30,7 @@ def post(url: str, api_key: str, body: dict[str, Any]) -> Any:
 def drain(queue_url: str, api_key: str, records: int, timeout_s: float) -> int:
     """Receive and acknowledge over HTTP until `records` deliveries were taken; the number taken.
 
-    The facade's receivers are a consumer group of their own, starting at the queue's beginning: draining the demo's
+    The facade's receivers are a consumer group of their own, starting at the queue's beginning: taking the demo's
     messages first means a message sent with the printed curl line is the next one a receive returns.
     """
     deadline = time.monotonic() + timeout_s

@@ -96,7 +96,8 @@ def _start_services(options: DemoOptions, config: KmqConfig, children: Children)
     trackers = start_trackers(children, config, options.trackers)
     api = None
     if options.api:
-        # The facade's receivers get a group of their own: a member that never polls would stall the workers' group.
+        # The facade's receivers get a group of their own. The workers' group is no good after the run: on tansu a
+        # group whose members all leave at once (the workers stopping) assigns nothing to the next member.
         api = start_api(children, config.with_overrides(group_id=f"{config.queue_topic}__http"), options.api_port)
     wait_ready(children, trackers + ([api.service] if api else []), "/readyz", READY_TIMEOUT_S)
     return trackers, api

@@ -76,19 +76,21 @@ def test_standalone_sender_processor_and_tracker_in_three_processes(broker_env: 
         assert "sent 30 messages" in run("standalone/sender.py", *queue, "--count", "30", env=broker_env)
         # Seed 7 drops several of the first 30 deliveries: the processor ends only once the tracker brought them back.
         assert processor.wait(timeout=60) == 0, processor_out.text
-        processor_out.join(10)
+        processor_out.close()
         assert "processed 30 distinct messages" in processor_out.text
         assert re.search(r"processed b'message-\d+' \(redelivery 1\)", processor_out.text), processor_out.text
         # Ctrl-C stops the tracker cleanly.
         tracker.send_signal(signal.SIGINT)
         assert tracker.wait(timeout=60) == 0, tracker_out.text
-        tracker_out.join(10)
+        tracker_out.close()
         assert "tracker stopped" in tracker_out.text
     finally:
         for process in (tracker, processor):
             if process is not None and process.poll() is None:
                 process.kill()
                 process.wait()
+            if process is not None and process.stdout is not None:
+                process.stdout.close()
 
 
 def test_asyncio_worker_processes_everything_it_sent(broker_env: dict[str, str]) -> None:
