@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import random
 import sys
 import threading
@@ -21,7 +22,7 @@ from kmq._kafka import produce, producer_settings
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.demo.numbers import decode_number, is_poison
-from kmq.errors import DeliveryError
+from kmq.errors import CommitError, DeliveryError, MarkerWriteError
 from kmq.message import Message
 
 _log = logging.getLogger("kmq.demo.worker")
@@ -79,8 +80,17 @@ def run(args: argparse.Namespace, stop: threading.Event) -> None:
     with KmqClient(config) as client:
         worker = DemoWorker(client, results, args.results_topic, args)
         while not stop.is_set():
-            worker.handle(client.receive(max_messages=BATCH_SIZE, timeout_s=0.2))
+            worker.handle(_receive(client))
     results.flush(RESULTS_TIMEOUT_S)
+
+
+def _receive(client: KmqClient) -> list[Message]:
+    try:
+        return client.receive(max_messages=BATCH_SIZE, timeout_s=0.2)
+    except (CommitError, MarkerWriteError) as e:
+        # A rebalance, or a broker hiccup: the batch is read again (or redelivered), nothing is lost.
+        _log.warning("receive failed, trying again: %s", e)
+        return []
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -93,7 +103,9 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def _stop_on_stdin_eof(stop: threading.Event) -> None:
-    sys.stdin.buffer.read()
+    # os.read, not sys.stdin: a daemon thread blocked in a buffered reader would break the interpreter's shutdown.
+    while os.read(0, 1024):
+        continue
     stop.set()
 
 
