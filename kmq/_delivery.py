@@ -35,6 +35,13 @@ class DeliveryGroup:
         self.outstanding += 1
         return functools.partial(self._report, index)
 
+    def counted(self) -> DeliveryCallback:
+        """The callback for a record whose failure matters but whose result does not (nothing lands in `results`).
+
+        One bound method for every record: no per-record object, which matters for the client's START markers."""
+        self.outstanding += 1
+        return self._count
+
     def wait(self, producer: Producer, timeout_s: float) -> None:
         """Serve delivery reports until every record is acknowledged; raise on the first failure or at the deadline."""
         deadline = time.monotonic() + timeout_s
@@ -45,6 +52,11 @@ class DeliveryGroup:
             raise self.failures[0]
         if self.outstanding > 0:
             raise DeliveryError("(batch)", None, f"{self.outstanding} records not acknowledged within {timeout_s}s")
+
+    def _count(self, error: KafkaError | None, message: KafkaMessage) -> None:
+        self.outstanding -= 1
+        if error is not None:
+            self.failures.append(DeliveryError(message.topic() or "", message.partition(), error.str()))
 
     def _report(self, index: int, error: KafkaError | None, message: KafkaMessage) -> None:
         self.outstanding -= 1

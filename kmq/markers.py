@@ -12,6 +12,8 @@ _START = struct.Struct(">bq")
 _START_TYPE = 1
 _END_TYPE = 0
 _END_BYTES = bytes([_END_TYPE])
+# The 12 key bytes of (partition, offset), without building a MarkerKey: the client's per-message path.
+encode_key = _KEY.pack
 
 
 @dataclass(frozen=True, slots=True, order=True)
