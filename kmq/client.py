@@ -72,7 +72,10 @@ class KmqClient:
     def processed(self, msg: Target) -> None:
         """5. The message is done: write END without waiting (a lost END only costs a redelivery)."""
         self._check_open()
-        self._markers.end(_key(msg))
+        if isinstance(msg, Message):
+            self._markers.end_at(msg.partition, msg.offset)  # once per message: no MarkerKey built
+        else:
+            self._markers.end(msg)
 
     def nack(self, msg: Target, delay_ms: int | None = None) -> None:
         """Redeliver after `delay_ms`; None backs off exponentially with the message's delivery count."""
@@ -203,15 +206,17 @@ def _next_offsets(topic: str, keys: Sequence[MarkerKey]) -> list[TopicPartition]
 
 
 def _message(record: KafkaMessage, deadline_ms: int) -> Message:
-    headers = h.from_kafka(record.headers())
+    # Once per message: positional arguments, and no header parsing when there are none (the common case).
+    raw = record.headers()
+    headers = h.from_kafka(raw) if raw else []
     return Message(
-        value=record.value(),
-        key=record.key(),
-        topic=record.topic() or "",
-        partition=record.partition() or 0,
-        offset=record.offset() or 0,
-        timestamp_ms=record.timestamp()[1],
-        redelivery_count=h.redelivery_count(headers),
-        deadline_ms=deadline_ms,
-        headers=headers,
+        record.value(),
+        record.key(),
+        record.topic() or "",
+        record.partition() or 0,
+        record.offset() or 0,
+        record.timestamp()[1],
+        h.redelivery_count(headers) if headers else 0,
+        deadline_ms,
+        headers,
     )
