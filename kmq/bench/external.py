@@ -16,19 +16,27 @@ from kmq.embedded._external import CONNECTION_FIELDS
 from kmq.settings import env_name
 
 TIMEOUT_MS = 30 * 60_000
+# Our names for python -m tracker.bench's figures: (its name, factor).
+_TRACKER_FIGURES = {
+    "markers_per_s": ("ingest_markers_per_s", 1),
+    "rss_bytes": ("tracker_rss_mb", 2**20),
+    "lateness_ms_p50": ("lateness_p50_ms", 1),
+    "lateness_ms_p95": ("lateness_p95_ms", 1),
+    "lateness_ms_p99": ("lateness_p99_ms", 1),
+}
 _CONNECTION_ENV = frozenset(env_name(name) for name in CONNECTION_FIELDS)
 
 
 def run_tracker(cluster: KafkaCluster, options: BenchOptions, display: Display) -> dict[str, Any]:
     """1 M (`tracker_pending`) START markers ingested by a tracker replica; redelivery lateness of expiring messages."""
     display.phase(f"python -m tracker.bench ({options.tracker_pending:,} pending)")
-    args = [f"--pending={options.tracker_pending}", f"--partitions={options.partitions}"]
+    args = [
+        f"--pending={options.tracker_pending}",
+        f"--ended={options.tracker_pending // 4}",  # its default proportion (1 M pending, 250 k START+END pairs)
+        f"--partitions={options.partitions}",
+    ]
     figures = run_module("tracker.bench", args, _connection_env(cluster), TIMEOUT_MS)
-    return {
-        **figures,
-        "markers_per_s": figures["ingest_markers_per_s"],
-        "rss_bytes": figures["tracker_rss_mb"] * 2**20,
-    }
+    return {**figures, **{ours: _scaled(figures, theirs, scale) for ours, (theirs, scale) in _TRACKER_FIGURES.items()}}
 
 
 def run_http(cluster: KafkaCluster, options: BenchOptions, display: Display) -> dict[str, Any]:
@@ -47,3 +55,8 @@ def _connection_env(cluster: KafkaCluster) -> dict[str, str]:
     """How to reach the cluster, as `KMQ_*` variables (a child of ours sees no other `KMQ_*`)."""
     env = config_env(cluster.config("kmq-bench"))
     return {name: value for name, value in env.items() if name in _CONNECTION_ENV}
+
+
+def _scaled(figures: dict[str, Any], name: str, factor: float) -> float | None:
+    value = figures.get(name)
+    return value * factor if isinstance(value, int | float) else None

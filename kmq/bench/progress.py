@@ -7,7 +7,7 @@ from types import TracebackType
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from kmq.bench.results import Run
+from kmq.bench.results import Run, headline
 
 
 class RichDisplay:
@@ -47,8 +47,7 @@ class RichDisplay:
     def run_finished(self, run: Run) -> None:
         if self._runs is not None:
             self._progress.advance(self._runs)
-        outcome = run.skipped or "done"
-        self._progress.console.print(f"{run.contender} #{run.round + 1}: {outcome}", highlight=False)
+        self._progress.console.print(headline(run), highlight=False)
 
     def end(self) -> None:
         self._progress.stop()

@@ -84,6 +84,17 @@ def rows(runs: Sequence[Run], contenders: Sequence[str], notes: dict[str, str]) 
     return [_row(name, [r for r in runs if r.contender == name], runs, notes.get(name, "")) for name in contenders]
 
 
+def headline(run: Run) -> str:
+    """One line about one run, for the progress display."""
+    if run.skipped:
+        return f"{run.contender} #{run.round + 1}: {run.skipped}"
+    shape = SHAPES[run.contender]
+    rate, p95 = run.figures.get(shape.rate), run.figures.get(shape.latency_keys[1])
+    parts = [f"{rate:,.0f} {shape.rate_unit}" if isinstance(rate, int | float) else ""]
+    parts += [f"{shape.latency} p95 {p95:.2f} ms" if isinstance(p95, int | float) else ""]
+    return f"{run.contender} #{run.round + 1}: " + ", ".join(p for p in parts if p)
+
+
 def _row(name: str, mine: list[Run], everything: Sequence[Run], note: str) -> Row:
     shape = SHAPES[name]
     measured = [r for r in mine if not r.skipped]

@@ -7,7 +7,7 @@ import math
 from rich.console import Console
 from rich.table import Table
 
-from kmq.bench.results import SHAPES, Row, Run
+from kmq.bench.results import Row
 from kmq.bench.runner import BenchReport
 from kmq.bench.targets import MB, Target
 
@@ -57,17 +57,6 @@ def targets_table(targets: list[Target]) -> Table:
             f"[{style}]{target.status}[/]",
         )
     return table
-
-
-def headline(run: Run) -> str:
-    """One line about one run, for the progress display."""
-    if run.skipped:
-        return f"{run.contender} #{run.round + 1}: {run.skipped}"
-    shape = SHAPES[run.contender]
-    rate, p95 = run.figures.get(shape.rate), run.figures.get(shape.latency_keys[1])
-    parts = [f"{rate:,.0f} {shape.rate_unit}" if isinstance(rate, int | float) else ""]
-    parts += [f"{shape.latency} p95 {p95:.2f} ms" if isinstance(p95, int | float) else ""]
-    return f"{run.contender} #{run.round + 1}: " + ", ".join(p for p in parts if p)
 
 
 def _number(value: float, template: str) -> str:
