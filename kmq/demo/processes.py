@@ -1,14 +1,13 @@
 """Child processes of the demo: started in their own session, logged to files, always stopped.
 
 Each child runs in a session of its own, so a Ctrl-C in the terminal reaches only `kmq demo`, which then stops the
-children in order (workers first, the broker last). On Linux each child also asks the kernel to send it SIGTERM
-should `kmq demo` die without cleaning up (e.g. SIGKILL), so nothing is ever left running.
+children in order (workers first, the broker last). On Linux the kernel also SIGKILLs each child should `kmq demo`
+die without cleaning up (e.g. SIGKILL): they start like the embedded broker, through `kmq.embedded`'s guard.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -19,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kmq.embedded._spawn import guarded, spawn
 from kmq.errors import DemoError
 
 _log = logging.getLogger(__name__)
-_PR_SET_PDEATHSIG = 1
 LOG_TAIL_LINES = 20
 
 
@@ -76,14 +75,13 @@ class Children:
     def spawn(self, name: str, args: Sequence[str], env: Mapping[str, str], stdin_pipe: bool = False) -> Child:
         log_path = self.log_dir / f"{name}.log"
         with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, *args],
+            process = spawn(
+                guarded([sys.executable, *args]),
                 stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **env},
                 start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # it only calls prctl
             )
         child = Child(name, process, log_path)
         self._children.append(child)
@@ -122,9 +120,3 @@ class Children:
     @property
     def pids(self) -> list[int]:
         return [child.process.pid for child in self._children]
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the parent dies (Linux prctl PR_SET_PDEATHSIG)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

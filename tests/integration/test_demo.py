@@ -68,8 +68,9 @@ class Output:
 @contextmanager
 def demo(*args: str) -> Iterator[tuple[subprocess.Popen[str], Output]]:
     """`kmq demo ARGS` in the background; killed with everything it started if the test fails midway."""
+    backend = os.environ.get("KMQ_TEST_BACKEND")
     process = subprocess.Popen(
-        [KMQ, "demo", *args],
+        [KMQ, "demo", *args, *(["--backend", backend] if backend else [])],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -144,17 +145,36 @@ def test_demo_verifies_from_the_topics_that_nothing_was_lost() -> None:
     assert "tracker-1: partitions" in text and "tracker-2: partitions" in text, text
 
 
+# A long run: the messages keep coming back (half are dropped, and redelivered only after a minute).
+LONG = ["--messages", "100000", "--drop-rate", "0.5", "--msg-timeout-ms", "60000"]
+
+
+def busy(process: subprocess.Popen[str], output: Output) -> set[int]:
+    """Wait until the workers process messages; every process the demo started by then."""
+    output.wait_for(r"sent [\d,]+ · processed [1-9]", timeout_s=90)
+    started = descendants(process.pid)
+    broker = 0 if os.environ.get("KMQ_BOOTSTRAP_SERVERS") else 1
+    assert len(started) >= broker + 6, f"broker, 2 trackers, API and 3 workers expected, found {started}"
+    return started
+
+
 def test_ctrl_c_in_the_middle_stops_every_process_the_demo_started() -> None:
-    # Given a demo busy with a long run (the messages keep coming back: half are dropped, and slowly redelivered)
-    with demo("--messages", "100000", "--drop-rate", "0.5", "--msg-timeout-ms", "60000") as (process, output):
-        output.wait_for(r"sent [\d,]+ · processed [1-9]", timeout_s=90)
-        started = descendants(process.pid)
-        broker = 0 if os.environ.get("KMQ_BOOTSTRAP_SERVERS") else 1
-        assert len(started) >= broker + 6, f"broker, 2 trackers, API and 3 workers expected, found {started}"
+    # Given a demo in the middle of a long run
+    with demo(*LONG) as (process, output):
+        started = busy(process, output)
         # When Ctrl-C reaches it
         process.send_signal(signal.SIGINT)
         code = process.wait(timeout=60)
     # Then it exits as interrupted, and everything it started has stopped
     assert code == 130, output.text
     assert "interrupted" in output.text
+    assert wait_gone(started, timeout_s=10) == set(), output.text
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="parent-death signals are Linux's")
+def test_even_a_killed_demo_leaves_nothing_running() -> None:
+    with demo(*LONG) as (process, output):
+        started = busy(process, output)
+        process.kill()  # no chance to clean up: the kernel stops its children
+        process.wait(timeout=10)
     assert wait_gone(started, timeout_s=10) == set(), output.text
