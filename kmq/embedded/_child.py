@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import IO
 
 from kmq.embedded._spawn import Popen, guarded, spawn
+from kmq.errors import EmbeddedBrokerError
 
 _log = logging.getLogger(__name__)
 TAIL_LINES = 40
@@ -35,14 +36,17 @@ class ChildProcess:
         self.name = name
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)
         self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
-        self._process: Popen = spawn(
-            guarded(argv),
-            stdin=subprocess.PIPE if control else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE if control else subprocess.STDOUT,
-            start_new_session=True,
-            env=env,
-        )
+        try:
+            self._process: Popen = spawn(
+                guarded(argv),
+                stdin=subprocess.PIPE if control else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE if control else subprocess.STDOUT,
+                start_new_session=True,
+                env=env,
+            )
+        except OSError as e:
+            raise EmbeddedBrokerError(f"could not start {name} ({' '.join(argv)}): {e}") from e
         log_stream = self._process.stderr if control else self._process.stdout
         self._readers = [self._drain(log_stream, self._keep)]
         if control:

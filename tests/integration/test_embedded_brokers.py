@@ -251,3 +251,21 @@ def kill_leftovers(parent: subprocess.Popen[str], broker_pid: int, broker_starte
         parent.kill()
     if broker_pid and broker_started is not None and start_time(broker_pid) == broker_started:
         os.kill(broker_pid, signal.SIGKILL)
+
+
+def test_the_mock_server_stops_when_its_stdin_closes_as_when_its_parent_dies() -> None:
+    argv = [sys.executable, "-m", "kmq.embedded._mock_server", f"--parent-pid={os.getpid()}"]
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as server:
+        try:
+            assert server.stdin is not None and server.stdout is not None
+            ready = server.stdout.readline()
+            assert ready.startswith("READY 127.0.0.1:"), ready
+            server.stdin.write("CREATE t-eof 2\nCREATE t-eof 2\nHELLO\n")
+            server.stdin.flush()
+            answers = [server.stdout.readline().strip() for _ in range(3)]
+            assert answers[0] == "OK" and "already exists" in answers[1] and answers[2].startswith("ERR unknown")
+            server.stdin.close()
+            assert server.wait(10) == 0
+        finally:
+            if server.poll() is None:
+                server.kill()
