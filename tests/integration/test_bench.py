@@ -1,0 +1,82 @@
+"""`kmq bench`, small: every contender produces its figures, the JSON file and the plot (not how fast they are).
+
+The bench starts its own embedded broker (or uses the cluster `KMQ_BOOTSTRAP_SERVERS` names, like every tool).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+KMQ_CLI = "import sys; from kmq.cli import main; sys.argv[0] = 'kmq'; main()"
+CONSUMER_FIGURES = ("msgs_per_s", "elapsed_s", "overhead_ms_p50", "overhead_ms_p95", "overhead_ms_p99", "rss_bytes")
+
+
+def bench(tmp_path: Path, *args: str) -> tuple[dict[str, Any], str]:
+    """Run `kmq bench ... --json`; its JSON report and its standard output."""
+    report = tmp_path / "bench.json"
+    result = subprocess.run(
+        [sys.executable, "-c", KMQ_CLI, "bench", *args, "--json", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    data: dict[str, Any] = json.loads(report.read_text())
+    return data, result.stdout
+
+
+def external() -> bool:
+    return bool(os.environ.get("KMQ_BOOTSTRAP_SERVERS"))
+
+
+def test_plain_kmq_and_share_alternate_and_each_run_is_measured(tmp_path: Path) -> None:
+    data, out = bench(tmp_path, "--backend", "mock", "--contenders", "plain,kmq,share", "--messages", "2000")
+
+    runs = data["runs"]
+    assert [(r["round"], r["contender"]) for r in runs] == [(n, c) for n in range(3) for c in ("plain", "kmq", "share")]
+    for run in runs:
+        if run["contender"] == "share" and external() and run["skipped"]:
+            continue  # a cluster without share groups: the row says why
+        figures = run["figures"]
+        assert figures["messages"] == 2000, run
+        assert figures["batches"] >= 4, run  # batches of at most 500
+        assert all(figures[name] > 0 for name in CONSUMER_FIGURES), run
+    for run in (r for r in runs if r["contender"] == "kmq"):
+        # Every message was acknowledged within its timeout: the tracker (it ran) redelivered nothing.
+        assert (run["figures"]["failed_markers"], run["figures"]["redeliveries"]) == (0, 0), run
+        assert run["figures"]["tracker_rss_bytes"] > 0
+    rows = {row["contender"]: row for row in data["contenders"]}
+    assert rows["plain"]["ratio_to_plain"] == 1.0
+    assert rows["kmq"]["ratio_to_plain"] > 0
+    assert "kmq ÷ plain throughput" in out and "batch overhead" in out
+
+
+def test_tracker_and_rest_facade_benchmarks_run_beside_the_plain_consumer_and_the_plot_is_drawn(
+    tmp_path: Path,
+) -> None:
+    plot = tmp_path / "bench.png"
+    data, out = bench(
+        tmp_path,
+        *("--backend", "tansu", "--contenders", "plain,share,tracker,http", "--repeat", "1", "--messages", "1000"),
+        *("--tracker-pending", "20000", "--http-messages", "400", "--plot", str(plot)),
+    )
+
+    figures = {run["contender"]: run["figures"] for run in data["runs"]}
+    assert figures["tracker"]["markers_per_s"] > 0
+    assert figures["tracker"]["pending_messages"] == 20_000
+    assert figures["tracker"]["rss_bytes"] > 0
+    assert figures["tracker"]["lateness_ms_p99"] >= figures["tracker"]["lateness_ms_p50"] >= 0
+    assert figures["http"]["receive_ack_msgs_per_s"] > 0 and figures["http"]["acks_not_ok"] == 0
+    assert figures["http"]["ack_ms_p99"] > 0
+    if not external():
+        share = next(row for row in data["contenders"] if row["contender"] == "share")
+        assert "share groups" in share["note"] and share["rate"] is None
+    assert {t["name"]: t["status"] for t in data["targets"]}["kmq ÷ plain throughput"] == "not measured"
+    assert "redelivery lateness" in out and "ack latency" in out
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,52 @@
+"""kmq bench's options: the alternating schedule and the checks that refuse runs that cannot work."""
+
+from __future__ import annotations
+
+import pytest
+
+from kmq.bench.options import CONTENDERS, HTTP, KMQ, PLAIN, SHARE, BenchOptions
+from kmq.errors import ConfigError
+
+
+def test_contenders_alternate_round_by_round() -> None:
+    options = BenchOptions(contenders=(PLAIN, KMQ, SHARE), repeat=3)
+    assert options.schedule == [(r, c) for r in range(3) for c in (PLAIN, KMQ, SHARE)]
+    assert [c for _, c in options.schedule][:4] == [PLAIN, KMQ, SHARE, PLAIN]
+
+
+def test_every_contender_runs_by_default_on_embedded_tansu() -> None:
+    options = BenchOptions()
+    assert (options.contenders, options.broker, options.repeat) == (CONTENDERS, "embedded tansu", 3)
+    assert BenchOptions(bootstrap_servers="k1:9092").broker == "k1:9092"
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"messages": 0}, "messages"),
+        ({"repeat": 0}, "repeat"),
+        ({"batch": 0}, "batch"),
+        ({"size": -1}, "size"),
+        ({"contenders": ()}, "contenders"),
+        ({"contenders": (PLAIN, "kafka-streams")}, "contenders"),
+        ({"backend": "redpanda"}, "backend"),
+    ],
+)
+def test_bad_options_name_the_field(fields: dict[str, object], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        BenchOptions(**fields)  # type: ignore[arg-type]  # deliberately wrong values
+
+
+def test_the_mock_broker_is_refused_more_than_it_keeps_per_partition() -> None:
+    # The mock drops a partition's oldest data past 5 MiB: the run would wait for messages that are gone.
+    with pytest.raises(ConfigError, match="--partitions"):
+        BenchOptions(backend="mock", messages=200_000, size=100, partitions=4)
+    assert BenchOptions(backend="mock", messages=200_000, size=100, partitions=8).on_mock
+    # The same load is fine anywhere else.
+    assert not BenchOptions(backend="tansu", messages=200_000, partitions=4).on_mock
+    assert not BenchOptions(backend="mock", bootstrap_servers="k:9092", messages=200_000).on_mock
+
+
+def test_the_http_contender_has_its_own_message_count_and_batch() -> None:
+    options = BenchOptions(contenders=(HTTP,))
+    assert (options.http_messages, options.http_batch) == (20_000, 100)
