@@ -18,7 +18,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from kmq import KmqClient, KmqConfig, KmqProducer, Message, ensure_topics
+from kmq import KmqClient, KmqConfig, KmqProducer, Message, TopicMissingError, check_topics, ensure_topics
 
 
 class AsyncQueue:
@@ -104,6 +104,14 @@ def kafka(bootstrap_servers: str | None, queue: str) -> Iterator[KmqConfig]:
         yield broker.config(queue)
 
 
+def create_topics_if_missing(config: KmqConfig, partitions: int) -> None:
+    """Whichever script starts first creates the queue's topics; the others find them."""
+    try:
+        check_topics(config)
+    except TopicMissingError:
+        ensure_topics(config, partitions)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--bootstrap-servers", help="a Kafka cluster (default: KMQ_BOOTSTRAP_SERVERS, else embedded)")
@@ -112,7 +120,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=50, help="messages handled at once")
     args = parser.parse_args()
     with kafka(args.bootstrap_servers, args.queue or f"asyncio-example-{uuid.uuid4().hex[:8]}") as config:
-        ensure_topics(config, partitions=4)
+        create_topics_if_missing(config, partitions=4)
         if args.send:
             with KmqProducer(config) as producer:
                 for i in range(args.send):

@@ -9,7 +9,15 @@ from __future__ import annotations
 import argparse
 import random
 
-from kmq import KmqClient, KmqConfig, ensure_topics
+from kmq import KmqClient, KmqConfig, TopicMissingError, check_topics, ensure_topics
+
+
+def create_topics_if_missing(config: KmqConfig, partitions: int) -> None:
+    """Whichever script starts first creates the queue's topics; the others find them."""
+    try:
+        check_topics(config)
+    except TopicMissingError:
+        ensure_topics(config, partitions)
 
 
 def main() -> None:
@@ -24,7 +32,7 @@ def main() -> None:
     args = parser.parse_args()
     servers = {"bootstrap_servers": args.bootstrap_servers} if args.bootstrap_servers else {}
     config = KmqConfig.from_env(queue_topic=args.queue, msg_timeout_ms=args.msg_timeout_ms, **servers)
-    ensure_topics(config, args.partitions)  # whichever script starts first creates them
+    create_topics_if_missing(config, args.partitions)
     chance = random.Random(args.seed)
     done: set[bytes | None] = set()
     client = KmqClient(config)

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import argparse
 
-from kmq import KmqConfig, KmqProducer, ensure_topics
+from kmq import KmqConfig, KmqProducer, TopicMissingError, check_topics, ensure_topics
+
+
+def create_topics_if_missing(config: KmqConfig, partitions: int) -> None:
+    """Whichever script starts first creates the queue's topics; the others find them."""
+    try:
+        check_topics(config)
+    except TopicMissingError:
+        ensure_topics(config, partitions)
 
 
 def main() -> None:
@@ -20,7 +28,7 @@ def main() -> None:
     args = parser.parse_args()
     servers = {"bootstrap_servers": args.bootstrap_servers} if args.bootstrap_servers else {}
     config = KmqConfig.from_env(queue_topic=args.queue, **servers)
-    ensure_topics(config, args.partitions)
+    create_topics_if_missing(config, args.partitions)
     with KmqProducer(config) as producer:  # closing flushes: every message is acknowledged by the broker
         for i in range(args.count):
             producer.send(f"message-{i}".encode(), key=str(i).encode())

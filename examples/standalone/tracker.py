@@ -17,8 +17,16 @@ from pathlib import Path
 # `import tracker` below finds the package instead of this file.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from kmq import KmqConfig, ensure_topics  # noqa: E402
+from kmq import KmqConfig, TopicMissingError, check_topics, ensure_topics  # noqa: E402
 from tracker import TrackerConfig, TrackerService  # noqa: E402
+
+
+def create_topics_if_missing(config: KmqConfig, partitions: int) -> None:
+    """Whichever script starts first creates the queue's topics; the others find them."""
+    try:
+        check_topics(config)
+    except TopicMissingError:
+        ensure_topics(config, partitions)
 
 
 def main() -> None:
@@ -30,7 +38,7 @@ def main() -> None:
     args = parser.parse_args()
     servers = {"bootstrap_servers": args.bootstrap_servers} if args.bootstrap_servers else {}
     config = KmqConfig.from_env(queue_topic=args.queue, **servers)
-    ensure_topics(config, args.partitions)  # whichever script starts first creates them
+    create_topics_if_missing(config, args.partitions)
     service = TrackerService(TrackerConfig(kmq=config, http_host="127.0.0.1", http_port=args.http_port))
 
     stopping = threading.Event()

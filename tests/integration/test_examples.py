@@ -47,6 +47,14 @@ def broker_env(kafka: Any) -> dict[str, str]:
     }
 
 
+def fresh_queue(kafka: Any, prefix: str, create: bool = True) -> str:
+    """A new queue; its topics made through the fixture when `create` or on the mock broker (no CreateTopics)."""
+    queue = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    if create or kafka.backend == "mock":
+        kafka.ensure_topics(kafka.config(queue), 4)
+    return queue
+
+
 def test_embedded_example_runs_the_whole_flow_in_one_script() -> None:
     # No broker given: it starts its own (or uses KMQ_BOOTSTRAP_SERVERS when the suite runs on a cluster).
     out = run("embedded/embedded_example.py", "--messages", "20", "--drop-every", "5", "--msg-timeout-ms", "1000")
@@ -65,8 +73,8 @@ def start(script: str, *args: str, env: dict[str, str]) -> tuple[subprocess.Pope
     return process, Output(process)
 
 
-def test_standalone_sender_processor_and_tracker_in_three_processes(broker_env: dict[str, str]) -> None:
-    queue = ["--queue", f"standalone-{uuid.uuid4().hex[:8]}"]
+def test_standalone_sender_processor_and_tracker_in_three_processes(kafka: Any, broker_env: dict[str, str]) -> None:
+    queue = ["--queue", fresh_queue(kafka, "standalone")]
     tracker, tracker_out = start("standalone/tracker.py", *queue, env=broker_env)
     processor: subprocess.Popen[str] | None = None
     try:
@@ -93,8 +101,9 @@ def test_standalone_sender_processor_and_tracker_in_three_processes(broker_env: 
                 process.stdout.close()
 
 
-def test_asyncio_worker_processes_everything_it_sent(broker_env: dict[str, str]) -> None:
-    out = run("asyncio/async_worker.py", "--send", "200", "--concurrency", "20", env=broker_env)
+def test_asyncio_worker_processes_everything_it_sent(kafka: Any, broker_env: dict[str, str]) -> None:
+    queue = fresh_queue(kafka, "asyncio", create=False)  # the script creates the topics itself
+    out = run("asyncio/async_worker.py", "--queue", queue, "--send", "200", "--concurrency", "20", env=broker_env)
     assert "processed 200 distinct messages" in out, out
 
 
