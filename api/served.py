@@ -43,11 +43,6 @@ class ServedQueue:
         self._idle_s = receiver_idle_ms / 1000
         self._last_receive = time.monotonic()
 
-    @property
-    def receiving(self) -> bool:
-        """True while this replica is a member of the worker group."""
-        return self._receiver is not None
-
     async def receive(self, max_messages: int, wait_ms: int, visibility_timeout_ms: int | None) -> list[Message]:
         """Long poll: the first non-empty batch, or an empty list once `wait_ms` has passed."""
         deadline = time.monotonic() + wait_ms / 1000

@@ -47,22 +47,30 @@ async def settle(
 ) -> list[ReceiptResult]:
     """One result per token, in order; raises BrokerUnavailableError when the cluster is unreachable."""
     now_ms = int(time.time() * 1000)
-    results: list[ReceiptResult | None] = [None] * len(tokens)
-    writes: list[_Write] = []
-    for index, token in enumerate(tokens):
-        verdict = signer.verify(token, queue.name)
-        if isinstance(verdict, Refusal):
-            results[index] = ReceiptResult(status=verdict.reason, detail=verdict.detail)
-        elif verdict.expired(now_ms) and settlement.action != "ack":
-            results[index] = _expired(verdict)
-        else:
-            writes.append(_Write(index, verdict, verdict.expired(now_ms)))
+    results, writes = _judge(tokens, queue.name, signer, settlement.action, now_ms)
     outcomes = await queue.producer.produce([_record(queue, w.receipt, settlement) for w in writes])
     _raise_on_outage(queue, outcomes)
     for write, outcome in zip(writes, outcomes, strict=True):
         results[write.index] = _result(write, outcome, settlement, signer, now_ms)
     _count(metrics, queue.name, settlement.action, results)
     return [result for result in results if result is not None]
+
+
+def _judge(
+    tokens: list[str], queue: str, signer: ReceiptSigner, action: Action, now_ms: int
+) -> tuple[list[ReceiptResult | None], list[_Write]]:
+    """The results known without Kafka (refused, or expired for nack/extend), and the markers to write."""
+    results: list[ReceiptResult | None] = [None] * len(tokens)
+    writes: list[_Write] = []
+    for index, token in enumerate(tokens):
+        verdict = signer.verify(token, queue)
+        if isinstance(verdict, Refusal):
+            results[index] = ReceiptResult(status=verdict.reason, detail=verdict.detail)
+        elif verdict.expired(now_ms) and action != "ack":
+            results[index] = _expired(verdict)
+        else:
+            writes.append(_Write(index, verdict, verdict.expired(now_ms)))
+    return results, writes
 
 
 def _record(queue: ServedQueue, receipt: Receipt, settlement: Settlement) -> Record:
