@@ -136,6 +136,14 @@ def test_send_refuses_a_message_over_the_size_limit(http: TestClient, queue: Kmq
     assert read_topic(queue, queue.queue_topic, PARTITIONS) == []
 
 
+def test_a_message_kafka_refuses_as_too_large_is_413(queue: KmqConfig) -> None:
+    config = api_config(queue, max_message_bytes=4_000_000, max_body_bytes=8_000_000)
+    with TestClient(create_app(config), headers=AUTH) as http:
+        response = http.post(url(queue, "messages"), json={"messages": [{"value": "x" * 2_000_000}]})
+    assert response.status_code == 413
+    assert response.json()["detail"].startswith("messages[0] is larger than the broker accepts")
+
+
 def test_a_body_over_the_limit_is_413(http: TestClient, queue: KmqConfig) -> None:
     body = {"messages": [{"value": "x" * 900} for _ in range(40)]}
     response = http.post(url(queue, "messages"), json=body)
