@@ -2,45 +2,60 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from kmq.bench import protocol
 from kmq.bench.children import TrackerChild, Worker
 from kmq.bench.display import Display
-from kmq.bench.options import KMQ, BenchOptions
+from kmq.bench.options import KMQ, SHARE, BenchOptions
 from kmq.bench.preload import fresh_queue, preload
 from kmq.config import KmqConfig
 from kmq.embedded import KafkaCluster
 
 TRACKER_READY_TIMEOUT_MS = 60_000
+SHARE_PREPARE_TIMEOUT_MS = 30_000
 
 
-def run_consumer(cluster: KafkaCluster, options: BenchOptions, contender: str, display: Display) -> dict[str, Any]:
+def run_consumer(
+    cluster: KafkaCluster, options: BenchOptions, contender: str, round_: int, display: Display
+) -> dict[str, Any]:
     """The worker's figures; for kmq also the tracker's memory and redeliveries (it runs for the whole window)."""
     display.phase("creating topics")
     config = fresh_queue(cluster, contender, options.partitions)
+    args = _worker_args(options, contender, round_)
     if contender != KMQ:
-        return _measure(config, options, contender, display)
+        return _measure(config, options, contender, args, display)
     display.phase("starting the tracker")
     tracker = TrackerChild(config)
     try:
         tracker.wait_ready(TRACKER_READY_TIMEOUT_MS)
-        figures = _measure(config, options, contender, display)
+        figures = _measure(config, options, contender, args, display)
         figures.update(tracker.figures())
     finally:
         tracker.stop()
     return figures
 
 
-def _measure(config: KmqConfig, options: BenchOptions, contender: str, display: Display) -> dict[str, Any]:
-    display.phase("joining the group")
+def _worker_args(options: BenchOptions, contender: str, round_: int) -> list[str]:
+    # A cluster without share groups never returns the share contender's probes: give up sooner than on a stall.
+    prepare_ms = SHARE_PREPARE_TIMEOUT_MS if contender == SHARE else options.stall_timeout_ms
     args = [
         f"--messages={options.messages}",
         f"--batch={options.batch}",
         f"--partitions={options.partitions}",
-        f"--prepare-timeout-ms={options.stall_timeout_ms}",
+        f"--prepare-timeout-ms={prepare_ms}",
         f"--stall-timeout-ms={options.stall_timeout_ms}",
     ]
+    if options.profile_dir is not None:
+        args.append(f"--profile={Path(options.profile_dir) / f'{contender}-{round_ + 1}.txt'}")
+    return args
+
+
+def _measure(
+    config: KmqConfig, options: BenchOptions, contender: str, args: list[str], display: Display
+) -> dict[str, Any]:
+    display.phase("joining the group")
     child = Worker(contender, config, args)
     try:
         child.expect(protocol.READY, options.stall_timeout_ms + 10_000)

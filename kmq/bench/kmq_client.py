@@ -45,13 +45,16 @@ class KmqContender:
         self._client._consumer = self._timer  # type: ignore[assignment]  # a proxy with the same methods
 
     def prepare(self, deadline: float) -> None:
-        """Join the group: receive (nothing, the queue is empty) until partitions are assigned."""
+        """Join the group: receive (nothing, the queue is empty) until partitions are assigned. Then pause
+        fetching, as the plain contender does, until the window opens."""
         while not self._timer.assignment():
             if time.monotonic() > deadline:
                 raise BenchError(f"kmq client got no partitions of {self._client.config.queue_topic} in time")
             self._client.receive(self._batch, POLL_TIMEOUT_S)
+        self._timer.pause(self._timer.assignment())
 
     def run(self, clock: BatchClock, progress: Callable[[int], None], stall_s: float) -> dict[str, Any]:
+        self._timer.resume(self._timer.assignment())
         client = self._client
         while not clock.done:
             messages = client.receive(self._batch, POLL_TIMEOUT_S)

@@ -19,6 +19,7 @@ class BatchClock:
 
     target: int
     started: float = 0.0
+    cpu_started: float = 0.0
     received: int = 0
     overhead_ms: list[float] = field(default_factory=list)
     _last_progress: float = 0.0
@@ -26,6 +27,7 @@ class BatchClock:
 
     def start(self) -> None:
         self.started = self._last_progress = self._last_batch = time.perf_counter()
+        self.cpu_started = time.process_time()
 
     def batch(self, size: int, overhead_s: float) -> bool:
         """Record one batch; True when it is time to report progress."""
@@ -47,12 +49,16 @@ class BatchClock:
         return self.received >= self.target
 
     def figures(self, **extra: Any) -> dict[str, Any]:
-        """Throughput over the window (start to now), overhead percentiles, memory."""
+        """Throughput over the window (start to now), CPU the process used in it (all its threads, librdkafka's
+        included), overhead percentiles, memory."""
         elapsed_s = time.perf_counter() - self.started
+        cpu_s = time.process_time() - self.cpu_started
         return {
             "messages": self.received,
             "elapsed_s": elapsed_s,
             "msgs_per_s": self.received / elapsed_s,
+            "cpu_s": cpu_s,
+            "cpu_us_per_msg": cpu_s / max(self.received, 1) * 1e6,
             "batches": len(self.overhead_ms),
             **percentiles(self.overhead_ms, "overhead_ms"),
             "rss_bytes": rss_bytes(),

@@ -21,6 +21,8 @@ class BenchOptions:
 
     The broker is an embedded one of `backend` unless `bootstrap_servers` names a cluster. `tracker_pending` START
     markers feed the tracker contender; `http_messages` go through the REST facade in batches of `http_batch`.
+    With `profile_dir`, each consumer run writes a pyinstrument profile of its measured window there (and runs
+    slower for it: profiles say where the time goes, not how fast).
     """
 
     messages: int = 100_000
@@ -35,6 +37,7 @@ class BenchOptions:
     http_messages: int = 20_000
     http_batch: int = 100
     stall_timeout_ms: int = 60_000
+    profile_dir: str | None = None  # pyinstrument profiles of the consumer runs' windows go here
 
     def __post_init__(self) -> None:
         for name in ("messages", "partitions", "batch", "repeat", "tracker_pending", "http_messages", "http_batch"):

@@ -32,14 +32,17 @@ class PlainContender:
         self._assigned: list[TopicPartition] = []
 
     def prepare(self, deadline: float) -> None:
-        """Join the group and wait for the assignment (the topic is still empty)."""
+        """Join the group and wait for the assignment (the topic is still empty); then pause fetching, so that
+        nothing is fetched while the queue is preloaded: the window measures consuming from the broker."""
         self._consumer.subscribe([self._topic], on_assign=self._on_assign)
         while not self._assigned:
             if time.monotonic() > deadline:
                 raise BenchError(f"plain consumer got no partitions of {self._topic} in time")
             self._consumer.consume(self._batch, POLL_TIMEOUT_S)
+        self._consumer.pause(self._assigned)
 
     def run(self, clock: BatchClock, progress: Callable[[int], None], stall_s: float) -> dict[str, Any]:
+        self._consumer.resume(self._assigned)
         while not clock.done:
             records = self._consumer.consume(self._batch, POLL_TIMEOUT_S)
             received = sum(map(_process, records))

@@ -64,6 +64,7 @@ class Row:
     p95_ms: float
     p99_ms: float
     rss_bytes: float
+    cpu_us_per_msg: float  # CPU of the consumer's process (all threads) per message: the client's own cost
     note: str
 
 
@@ -88,11 +89,19 @@ def headline(run: Run) -> str:
     """One line about one run, for the progress display."""
     if run.skipped:
         return f"{run.contender} #{run.round + 1}: {run.skipped}"
-    shape = SHAPES[run.contender]
-    rate, p95 = run.figures.get(shape.rate), run.figures.get(shape.latency_keys[1])
-    parts = [f"{rate:,.0f} {shape.rate_unit}" if isinstance(rate, int | float) else ""]
-    parts += [f"{shape.latency} p95 {p95:.2f} ms" if isinstance(p95, int | float) else ""]
-    return f"{run.contender} #{run.round + 1}: " + ", ".join(p for p in parts if p)
+    shape, figures = SHAPES[run.contender], run.figures
+    parts = [f"{figures[shape.rate]:,.0f} {shape.rate_unit}"] if _number(figures.get(shape.rate)) else []
+    for label, key in (("p95", shape.latency_keys[1]), ("p99", shape.latency_keys[2])):
+        if _number(figures.get(key)):
+            parts.append(f"{shape.latency} {label} {figures[key]:.2f} ms")
+            break
+    if _number(figures.get("cpu_us_per_msg")):
+        parts.append(f"{figures['cpu_us_per_msg']:.1f} µs CPU/msg")
+    return f"{run.contender} #{run.round + 1}: " + ", ".join(parts)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float)
 
 
 def _row(name: str, mine: list[Run], everything: Sequence[Run], note: str) -> Row:
@@ -110,7 +119,8 @@ def _row(name: str, mine: list[Run], everything: Sequence[Run], note: str) -> Ro
         p50_ms=p50,
         p95_ms=p95,
         p99_ms=p99,
-        rss_bytes=figure(measured, shape.rss) if shape.rss else math.nan,
+        rss_bytes=figure(measured, shape.rss),
+        cpu_us_per_msg=figure(measured, "cpu_us_per_msg"),
         note=note,
     )
 

@@ -85,7 +85,7 @@ def _run_one(
     if name in notes:
         return Run(name, round_, {}, skipped=notes[name])
     try:
-        return Run(name, round_, _measure(cluster, options, name, display))
+        return Run(name, round_, _measure(cluster, options, name, round_, display))
     except BenchError as e:
         if name != SHARE or round_ > 0:
             raise
@@ -94,9 +94,9 @@ def _run_one(
         return Run(name, round_, {}, skipped=notes[name])
 
 
-def _measure(cluster: KafkaCluster, options: BenchOptions, name: str, display: Display) -> dict[str, Any]:
+def _measure(cluster: KafkaCluster, options: BenchOptions, name: str, round_: int, display: Display) -> dict[str, Any]:
     if name in CONSUMERS:
-        return run_consumer(cluster, options, name, display)
+        return run_consumer(cluster, options, name, round_, display)
     if name == TRACKER:
         return run_tracker(cluster, options, display)
     return run_http(cluster, options, display)

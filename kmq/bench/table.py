@@ -27,13 +27,15 @@ def print_report(report: BenchReport, console: Console) -> None:
 
 def contenders_table(rows: list[Row]) -> Table:
     table = Table(title="contenders", title_justify="left")
-    for header in ("contender", "throughput", "÷ plain", "latency", "p50 ms", "p95 ms", "p99 ms", "RSS MB", "note"):
+    headers = ("contender", "throughput", "÷ plain", "CPU µs/msg", "latency", "p50 ms", "p95 ms", "p99 ms", "RSS MB")
+    for header in (*headers, "note"):
         table.add_column(header, justify="left" if header in ("contender", "latency", "note") else "right")
     for row in rows:
         table.add_row(
             row.contender,
             "" if math.isnan(row.rate) else f"{row.rate:,.0f} {row.rate_unit}",
             _number(row.ratio_to_plain, "{:.2f}"),
+            _number(row.cpu_us_per_msg, "{:.1f}"),
             row.latency,
             _number(row.p50_ms, "{:.2f}"),
             _number(row.p95_ms, "{:.2f}"),

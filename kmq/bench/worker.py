@@ -7,10 +7,13 @@ The line protocol with the parent is in `kmq.bench.protocol`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Protocol
 
 from kmq.bench.kmq_client import KmqContender
@@ -23,6 +26,7 @@ from kmq.config import KmqConfig
 from kmq.errors import BenchError
 
 _log = logging.getLogger(__name__)
+PROFILE_INTERVAL_S = 0.001
 
 
 class Contender(Protocol):
@@ -50,7 +54,25 @@ def measure(contender: Contender, args: argparse.Namespace) -> dict[str, Any]:
         raise BenchError("the parent went away before the queue was loaded")
     clock = BatchClock(args.messages)
     clock.start()
-    return contender.run(clock, lambda done: _say(f"{PROGRESS} {done}"), args.stall_timeout_ms / 1000)
+    with _profiled(args.profile):
+        return contender.run(clock, lambda done: _say(f"{PROGRESS} {done}"), args.stall_timeout_ms / 1000)
+
+
+@contextlib.contextmanager
+def _profiled(path: str | None) -> Iterator[None]:
+    """pyinstrument over the measured window, its text report written to `path` (`kmq bench --profile`)."""
+    if path is None:
+        yield
+        return
+    from pyinstrument import Profiler  # optional, like matplotlib: pip install 'kmq[bench]'
+
+    profiler = Profiler(interval=PROFILE_INTERVAL_S)
+    profiler.start()
+    try:
+        yield
+    finally:
+        profiler.stop()
+        Path(path).write_text(profiler.output_text(unicode=True, color=False), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--partitions", type=int, required=True)
     parser.add_argument("--prepare-timeout-ms", type=int, default=60_000)
     parser.add_argument("--stall-timeout-ms", type=int, default=60_000)
+    parser.add_argument("--profile", help="write a pyinstrument profile of the measured window to this file")
     return parser
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 import sys
@@ -18,7 +19,7 @@ from kmq.bench.runner import run_bench
 from kmq.bench.table import print_report
 from kmq.cli._errors import friendly_errors
 from kmq.cli._options import BootstrapOption
-from kmq.errors import ConfigError
+from kmq.errors import BenchError, ConfigError
 
 _defaults = BenchOptions()
 _REPORT_WIDTH = 160
@@ -44,6 +45,10 @@ def bench(
     ] = _defaults.http_messages,
     json_file: Annotated[Path | None, typer.Option("--json", help="write every figure to this JSON file")] = None,
     plot_file: Annotated[Path | None, typer.Option("--plot", help="draw throughput and latency bars (PNG)")] = None,
+    profile_dir: Annotated[
+        Path | None,
+        typer.Option("--profile", help="pyinstrument profiles of the consumer runs go to this directory"),
+    ] = None,
 ) -> None:
     """Measure kmq against a plain Kafka consumer and Kafka share groups on one broker, alternating the contenders.
 
@@ -60,6 +65,7 @@ def bench(
         contenders=_contenders(contenders),
         tracker_pending=tracker_pending,
         http_messages=http_messages,
+        profile_dir=None if profile_dir is None else str(_profile_dir(profile_dir)),
     )
     with RichDisplay() as display:
         report = run_bench(options, display)
@@ -74,6 +80,14 @@ def bench(
         from kmq.bench.plot import write_plot
 
         write_plot(report, plot_file)
+
+
+def _profile_dir(path: Path) -> Path:
+    """Checked before any run: the profiler is installed and the directory exists."""
+    if importlib.util.find_spec("pyinstrument") is None:
+        raise BenchError("--profile needs pyinstrument: pip install 'kmq[bench]'")
+    path.mkdir(parents=True, exist_ok=True)
+    return path.resolve()
 
 
 def _contenders(text: str) -> tuple[str, ...]:
