@@ -14,7 +14,7 @@ from typing import Literal
 
 from confluent_kafka import KafkaError
 
-from api.delivery import Delivered, Outcome, Record, is_outage
+from api.delivery import Outcome, Record, is_outage
 from api.metrics import ApiMetrics
 from api.models import ReceiptResult
 from api.receipts import Receipt, ReceiptSigner, Refusal
@@ -107,14 +107,13 @@ def _result(
         return _expired(receipt)
     if settlement.action != "extend":
         return ReceiptResult(status="ok", partition=receipt.partition, offset=receipt.offset)
-    return _extended(receipt, outcome, settlement.timeout_ms, signer, now_ms)
+    return _extended(receipt, settlement.timeout_ms, signer, now_ms)
 
 
-def _extended(
-    receipt: Receipt, marker: Delivered, timeout_ms: int, signer: ReceiptSigner, now_ms: int
-) -> ReceiptResult:
-    """The tracker counts the new deadline from the START's own timestamp (now, if the broker gave none)."""
-    deadline_ms = (marker.timestamp_ms if marker.timestamp_ms > 0 else now_ms) + timeout_ms
+def _extended(receipt: Receipt, timeout_ms: int, signer: ReceiptSigner, now_ms: int) -> ReceiptResult:
+    """The tracker counts from the START's timestamp, stamped after `now_ms`: this deadline errs early, never late
+    (as the client's does, from the local clock; a delivery report's timestamp is not reliable on every broker)."""
+    deadline_ms = now_ms + timeout_ms
     renewed = Receipt(receipt.queue, receipt.partition, receipt.offset, now_ms, deadline_ms, receipt.redelivery_count)
     return ReceiptResult(
         status="ok",
