@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 _LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -21,12 +21,6 @@ class ApiMetrics:
         self.expired = self._counter("kmq_api_receipts_expired", "receipts used after their delivery's deadline")
         self.failed = self._counter("kmq_api_markers_failed", "markers the broker refused for one receipt")
         self.broker_errors = self._counter("kmq_api_broker_errors", "requests answered 503 because of Kafka")
-        self.group_member = Gauge(
-            "kmq_api_worker_group_member",
-            "1 while this replica is in the queue's worker group (it joins on a receive, leaves when idle)",
-            ["topic"],
-            registry=self.registry,
-        )
         self.settle_seconds = Histogram(
             "kmq_api_settle_duration_seconds",
             "ack/nack/extend: from request to the markers acknowledged by the broker",

@@ -11,7 +11,6 @@ from confluent_kafka import KafkaException
 
 from api.backlog import BacklogProbe, PartitionLag
 from api.delivery import AsyncProducer
-from api.metrics import ApiMetrics
 from kmq.admin import check_topics
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
@@ -33,7 +32,7 @@ class ServedQueue:
     thread-safe for receiving, so receives take turns under a lock.
     """
 
-    def __init__(self, config: KmqConfig, write_timeout_ms: int, receiver_idle_ms: int, metrics: ApiMetrics) -> None:
+    def __init__(self, config: KmqConfig, write_timeout_ms: int, receiver_idle_ms: int) -> None:
         self.config = config
         self.name = config.queue_topic
         check_topics(config)  # refuse to serve a queue whose markers topic does not line up (PROTOCOL.md)
@@ -43,8 +42,6 @@ class ServedQueue:
         self._receiving = asyncio.Lock()
         self._idle_s = receiver_idle_ms / 1000
         self._last_receive = time.monotonic()
-        self._membership = metrics.group_member.labels(self.name)
-        self._membership.set(0)
 
     async def receive(self, max_messages: int, wait_ms: int, visibility_timeout_ms: int | None) -> list[Message]:
         """Long poll: the first non-empty batch, or an empty list once `wait_ms` has passed."""
@@ -69,7 +66,6 @@ class ServedQueue:
         if receiver is not None:
             _log.info("no receive on %s for %.0fs: leaving group %s", self.name, self._idle_s, self.config.group_id)
             await anyio.to_thread.run_sync(_close, receiver, self.name)
-            self._membership.set(0)
 
     async def backlog(self) -> list[PartitionLag]:
         return await anyio.to_thread.run_sync(self.backlog_probe.measure)
@@ -79,7 +75,6 @@ class ServedQueue:
         if self._receiver is not None:
             _close(self._receiver, self.name, timeout_s)
             self._receiver = None
-            self._membership.set(0)
         try:
             self.producer.close(timeout_s)
         finally:
@@ -88,7 +83,6 @@ class ServedQueue:
     async def _joined(self) -> KmqClient:
         if self._receiver is None:
             self._receiver = await anyio.to_thread.run_sync(lambda: KmqClient(self.config, check=False))
-            self._membership.set(1)
         return self._receiver
 
 

@@ -31,7 +31,7 @@ class ApiState:
         state = cls(config, metrics, ReceiptSigner(config.receipt_secret.get_secret_value().encode()))
         try:
             for queue in config.queues:
-                served = ServedQueue(queue, config.write_timeout_ms, config.receiver_idle_ms, metrics)
+                served = ServedQueue(queue, config.write_timeout_ms, config.receiver_idle_ms)
                 state.queues[queue.queue_topic] = served
         except BaseException:
             state.close()
