@@ -73,7 +73,10 @@ def test_from_env_reads_queues_keys_and_limits(env: pytest.MonkeyPatch) -> None:
     env.setenv("KMQ_API_PORT", "9000")
     env.setenv("KMQ_API_MAX_MESSAGE_BYTES", "1000")
     env.setenv("KMQ_MSG_TIMEOUT_MS", "5000")
+    env.setenv("KMQ_API_WRITE_TIMEOUT_MS", "2500")
+    env.setenv("KMQ_API_RECEIVER_IDLE_MS", "60000")
     config = ApiConfig.from_env()
+    assert (config.write_timeout_ms, config.receiver_idle_ms) == (2500, 60_000)
     assert [q.queue_topic for q in config.queues] == ["orders", "payments"]
     assert config.queues[1].markers_topic == "payments__markers"
     assert config.queues[1].group_id == "payments__workers"
