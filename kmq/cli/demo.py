@@ -48,6 +48,7 @@ def demo(
     ] = None,
     backend: Annotated[str, typer.Option(help="embedded broker: tansu or mock")] = "tansu",
     queue: Annotated[str | None, typer.Option("--queue", "-q", help="queue topic (default: a fresh name)")] = None,
+    api: Annotated[bool, typer.Option(help="start the REST facade too")] = True,
     api_port: Annotated[
         int | None, typer.Option(min=1, max=65535, help="REST facade port (default: 8080 if free)")
     ] = None,
@@ -64,6 +65,8 @@ def demo(
     """
     if backend not in ("tansu", "mock"):
         raise fail(f"--backend {backend!r}: use tansu or mock")
+    if keep_running and not api:
+        raise fail("--keep-running keeps the REST facade up: it cannot go with --no-api")
     options = DemoOptions(
         messages=messages,
         workers=workers,
@@ -77,6 +80,7 @@ def demo(
         bootstrap_servers=bootstrap_servers,
         backend=backend,
         queue=queue or "",
+        api=api,
         api_port=api_port,
         keep_running=keep_running,
         seed=seed,

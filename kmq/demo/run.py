@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import shutil
 import tempfile
 import time
@@ -24,7 +23,6 @@ from kmq.demo.workers import start_workers
 from kmq.embedded import KafkaCluster
 from kmq.errors import DemoError
 
-_log = logging.getLogger(__name__)
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 VERIFY_TIMEOUT_S = 60.0
