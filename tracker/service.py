@@ -12,6 +12,7 @@ import time
 from types import TracebackType
 
 from kmq.admin import check_topics
+from tracker._memory import release_free_memory
 from tracker.config import TrackerConfig
 from tracker.http import HealthServer
 from tracker.ingest import MarkersIngest, now_ms
@@ -21,6 +22,8 @@ from tracker.partition import PartitionState, PartitionStatus
 from tracker.redeliverer import Redelivered, Redeliverer
 
 _log = logging.getLogger(__name__)
+TRIM_AFTER_RECORDS = 10_000
+TRIM_DURING_RECORDS = 100_000
 
 
 class TrackerService:
@@ -164,15 +167,25 @@ class _Loop:
         self._redeliverer = redeliverer
         self._bucket = TokenBucket(config.redelivery_rate_per_s, config.max_in_flight, now_ms())
         self._next_commit_ms = now_ms() + config.commit_interval_ms
+        self._read_since_trim = 0
 
     def turn(self) -> None:
-        self._ingest.poll(self._wait_ms(now_ms()) / 1000)
+        read = self._ingest.poll(self._wait_ms(now_ms()) / 1000)
+        self._trim_after_backlog(read)
         self._redeliver_due()
         now = now_ms()
         if now >= self._next_commit_ms:
             self._ingest.commit()
             self._next_commit_ms = now + self._config.commit_interval_ms
         self._report(now)
+
+    def _trim_after_backlog(self, read: int) -> None:
+        """Hand the memory that reading churned back to the OS: when the reading pauses, and during long reads."""
+        self._read_since_trim += read
+        pause = read == 0 and self._read_since_trim >= TRIM_AFTER_RECORDS
+        if pause or self._read_since_trim >= TRIM_DURING_RECORDS:
+            self._read_since_trim = 0
+            release_free_memory()
 
     def _wait_ms(self, now: int) -> int:
         """Until the earliest wake-up of an owned partition (later if out of tokens), capped by commit and max wait."""
