@@ -92,10 +92,17 @@ class TrackerProcess:
 
     def rss_bytes(self) -> int:
         """Resident memory of the child now (Linux /proc)."""
+        return self._proc_status("VmRSS")
+
+    def peak_rss_bytes(self) -> int:
+        """The child's highest resident memory so far (Linux /proc)."""
+        return self._proc_status("VmHWM")
+
+    def _proc_status(self, field: str) -> int:
         for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) * 1024
-        raise RuntimeError("no VmRSS in /proc status")
+        raise RuntimeError(f"no {field} in /proc/{self.pid}/status")
 
     def stop(self, timeout_s: float = 30.0) -> int:
         """SIGTERM, then wait for the graceful exit; returns the exit code (SIGKILL after the timeout)."""
