@@ -65,7 +65,7 @@ def run_benchmark(
     messages: int = 20_000,
     batch: int = 100,
     partitions: int = 4,
-    concurrency: int = 2,
+    concurrency: int = 1,
     value_bytes: int = 100,
     cluster: KafkaCluster | None = None,
 ) -> Figures:
@@ -250,7 +250,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--concurrency", type=int, default=2, help="concurrent HTTP clients")
+    parser.add_argument("--concurrency", type=int, default=1, help="concurrent HTTP clients (each: receive, then ack)")
     parser.add_argument("--value-bytes", type=int, default=100)
     args = parser.parse_args()
     figures = run_benchmark(args.messages, args.batch, args.partitions, args.concurrency, args.value_bytes)
