@@ -44,17 +44,21 @@ def run_demo(options: DemoOptions, console: Console) -> Outcome:
     started = time.monotonic()
     log_dir = Path(tempfile.mkdtemp(prefix="kmq-demo-"))
     children = Children(log_dir)
-    ok = False
+    keep_logs = True  # for an error or a loss; not for a success or a Ctrl-C
     try:
         with open_cluster(options.bootstrap_servers, options.backend) as cluster:
             try:
                 outcome = _run(options, console, cluster, children, started)
             finally:
                 _stop_all(console, children)
-        ok = outcome.verdict.ok
-        return outcome
+    except KeyboardInterrupt:
+        keep_logs = False
+        raise
+    else:
+        keep_logs = not outcome.verdict.ok
     finally:
-        _keep_or_remove_logs(console, log_dir, keep=not ok)
+        _keep_or_remove_logs(console, log_dir, keep_logs)
+    return outcome
 
 
 def _run(options: DemoOptions, console: Console, cluster: KafkaCluster, children: Children, started: float) -> Outcome:

@@ -66,15 +66,16 @@ class Output:
 
 
 @contextmanager
-def demo(*args: str) -> Iterator[tuple[subprocess.Popen[str], Output]]:
-    """`kmq demo ARGS` in the background; killed with everything it started if the test fails midway."""
+def demo(*args: str, log_dir: Path) -> Iterator[tuple[subprocess.Popen[str], Output]]:
+    """`kmq demo ARGS` in the background (its child logs under `log_dir`); killed with everything it started if the
+    test fails midway."""
     backend = os.environ.get("KMQ_TEST_BACKEND")
     process = subprocess.Popen(
         [KMQ, "demo", *args, *(["--backend", backend] if backend else [])],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "200", "TMPDIR": str(log_dir)},
     )
     output = Output(process)
     try:
@@ -129,8 +130,8 @@ def wait_gone(pids: set[int], timeout_s: float) -> set[int]:
     return running
 
 
-def test_demo_verifies_from_the_topics_that_nothing_was_lost() -> None:
-    with demo(*SMALL, "--workers", "2") as (process, output):
+def test_demo_verifies_from_the_topics_that_nothing_was_lost(tmp_path: Path) -> None:
+    with demo(*SMALL, "--workers", "2", log_dir=tmp_path) as (process, output):
         code = process.wait(timeout=120)
         output.join(10)
     text = output.text
@@ -158,9 +159,9 @@ def busy(process: subprocess.Popen[str], output: Output) -> set[int]:
     return started
 
 
-def test_ctrl_c_in_the_middle_stops_every_process_the_demo_started() -> None:
+def test_ctrl_c_in_the_middle_stops_every_process_the_demo_started(tmp_path: Path) -> None:
     # Given a demo in the middle of a long run
-    with demo(*LONG) as (process, output):
+    with demo(*LONG, log_dir=tmp_path) as (process, output):
         started = busy(process, output)
         # When Ctrl-C reaches it
         process.send_signal(signal.SIGINT)
@@ -168,12 +169,13 @@ def test_ctrl_c_in_the_middle_stops_every_process_the_demo_started() -> None:
     # Then it exits as interrupted, and everything it started has stopped
     assert code == 130, output.text
     assert "interrupted" in output.text
+    assert list(tmp_path.iterdir()) == [], "the logs of an interrupted run are not kept"
     assert wait_gone(started, timeout_s=10) == set(), output.text
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="parent-death signals are Linux's")
-def test_even_a_killed_demo_leaves_nothing_running() -> None:
-    with demo(*LONG) as (process, output):
+def test_even_a_killed_demo_leaves_nothing_running(tmp_path: Path) -> None:
+    with demo(*LONG, log_dir=tmp_path) as (process, output):
         started = busy(process, output)
         process.kill()  # no chance to clean up: the kernel stops its children
         process.wait(timeout=10)

@@ -108,9 +108,10 @@ def test_asyncio_worker_processes_everything_it_sent(kafka: Any, broker_env: dic
 
 
 @pytest.fixture(scope="module")
-def running_demo() -> Iterator[dict[str, str]]:
+def running_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """`kmq demo --keep-running`: the broker, trackers and REST facade the http examples talk to; its exports."""
-    with demo("--messages", "200", "--msg-timeout-ms", "1000", "--keep-running") as (process, output):
+    logs = tmp_path_factory.mktemp("demo-logs")
+    with demo("--messages", "200", "--msg-timeout-ms", "1000", "--keep-running", log_dir=logs) as (process, output):
         output.wait_for("Ctrl-C stops them all", timeout_s=120)
         export = output.wait_for(r"^export (.*)$", timeout_s=1)[1]
         yield dict(pair.split("=", 1) for pair in shlex.split(export))
