@@ -65,7 +65,7 @@ class KmqContender:
             for message in messages:
                 _ = message.value  # the same no-op processing as the other contenders
                 client.processed(message)
-            if clock.batch(len(messages), returned - self._timer.returned_at):
+            if clock.batch(len(messages), returned - self._timer.returned_at, self._timer.returned_at):
                 progress(clock.received)
         client.flush()
         return clock.figures(failed_markers=client.failed_markers)

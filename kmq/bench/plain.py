@@ -45,13 +45,14 @@ class PlainContender:
         self._consumer.resume(self._assigned)
         while not clock.done:
             records = self._consumer.consume(self._batch, POLL_TIMEOUT_S)
+            arrived = time.perf_counter()
             received = sum(map(_process, records))
             if not received:
                 clock.check_stall(stall_s)
                 continue
             began = time.perf_counter()
             self._consumer.commit(asynchronous=False)
-            if clock.batch(received, time.perf_counter() - began):
+            if clock.batch(received, time.perf_counter() - began, arrived):
                 progress(clock.received)
         return clock.figures()
 

@@ -61,15 +61,17 @@ class ShareContender:
         consumer = self._consumer
         while not clock.done:
             records = [record for record in consumer.poll(POLL_TIMEOUT_S) if _ok(record)]
-            received = sum(record.value() != PROBE for record in records)  # the no-op processing; probes don't count
+            arrived = time.perf_counter()
             if not records:
                 clock.check_stall(stall_s)
                 continue
+            received = sum(record.value() != PROBE for record in records)  # the no-op processing; probes don't count
             began = time.perf_counter()
             for record in records:
                 consumer.acknowledge(record)
             consumer.commit_sync()
-            if clock.batch(received, time.perf_counter() - began):
+            # A batch of priming probes only (left over) is acknowledged but not measured.
+            if received and clock.batch(received, time.perf_counter() - began, arrived):
                 progress(clock.received)
         return clock.figures()
 

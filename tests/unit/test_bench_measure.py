@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from kmq.bench.measure import BatchClock, rss_bytes
@@ -11,8 +13,9 @@ from kmq.errors import BenchError
 def test_the_clock_counts_batches_and_reports_their_overhead() -> None:
     clock = BatchClock(target=1000)
     clock.start()
+    first_arrived = time.perf_counter()
     for overhead_ms in (1.0, 2.0, 3.0, 4.0):
-        clock.batch(250, overhead_ms / 1000)
+        clock.batch(250, overhead_ms / 1000, arrived=time.perf_counter())
     figures = clock.figures(extra=7)
 
     assert clock.done
@@ -20,13 +23,25 @@ def test_the_clock_counts_batches_and_reports_their_overhead() -> None:
     assert figures["overhead_ms_p50"] == pytest.approx(2.5)
     assert figures["overhead_ms_p99"] == pytest.approx(3.97)
     assert figures["msgs_per_s"] == pytest.approx(1000 / figures["elapsed_s"])
-    assert figures["rss_bytes"] is None or figures["rss_bytes"] > 1_000_000
+    assert figures["cpu_s"] >= 0 and figures["cpu_us_per_msg"] >= 0
+    assert 0 <= figures["first_records_ms"] <= (first_arrived - clock.started) * 1000 + 50
+
+
+def test_the_window_opens_when_the_first_records_arrive_not_at_go() -> None:
+    clock = BatchClock(target=100)
+    clock.start()
+    clock.started -= 5.0  # GO came five seconds before the first records (a group join, say)
+    clock.batch(100, 0.001, arrived=time.perf_counter())
+    figures = clock.figures()
+
+    assert figures["first_records_ms"] == pytest.approx(5000, abs=100)
+    assert figures["elapsed_s"] < 1.0  # the five seconds before the first records are not in the window
 
 
 def test_a_contender_that_stops_receiving_is_reported_not_waited_for() -> None:
     clock = BatchClock(target=10)
     clock.start()
-    clock.batch(3, 0.001)
+    clock.batch(3, 0.001, arrived=time.perf_counter())
     clock.check_stall(stall_s=60)  # fine: a batch just came
     with pytest.raises(BenchError, match="after 3 of 10"):
         clock.check_stall(stall_s=0)
