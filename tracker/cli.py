@@ -20,28 +20,26 @@ from tracker.service import TrackerService
 _log = logging.getLogger(__name__)
 
 GroupOption = Annotated[
-    str | None, typer.Option("--group", help="tracker consumer group (default: M__tracker) [env: KMQ_TRACKER_GROUP_ID]")
+    str | None, typer.Option("--group", help="tracker consumer group (default: M__tracker); env KMQ_TRACKER_GROUP_ID")
 ]
 HostOption = Annotated[
-    str | None, typer.Option("--http-host", help="probes/metrics address (0.0.0.0) [env: KMQ_TRACKER_HTTP_HOST]")
+    str | None, typer.Option("--http-host", help="probes/metrics address (0.0.0.0); env KMQ_TRACKER_HTTP_HOST")
 ]
 PortOption = Annotated[
     int | None,
-    typer.Option("--http-port", min=0, max=65535, help="probes/metrics port (9095) [env: KMQ_TRACKER_HTTP_PORT]"),
+    typer.Option("--http-port", min=0, max=65535, help="probes/metrics port (9095); env KMQ_TRACKER_HTTP_PORT"),
 ]
 RateOption = Annotated[
     float | None,
-    typer.Option("--redelivery-rate", help="redeliveries per second (1000) [env: KMQ_TRACKER_REDELIVERY_RATE_PER_S]"),
+    typer.Option("--redelivery-rate", help="redeliveries per second (1000); env KMQ_TRACKER_REDELIVERY_RATE_PER_S"),
 ]
 InFlightOption = Annotated[
     int | None,
-    typer.Option("--max-in-flight", help="copies awaiting acks at once (500) [env: KMQ_TRACKER_MAX_IN_FLIGHT]"),
+    typer.Option("--max-in-flight", help="copies awaiting acks at once (500); env KMQ_TRACKER_MAX_IN_FLIGHT"),
 ]
 CommitOption = Annotated[
     int | None,
-    typer.Option(
-        "--commit-interval-ms", help="pending-tail commit period (1000) [env: KMQ_TRACKER_COMMIT_INTERVAL_MS]"
-    ),
+    typer.Option("--commit-interval-ms", help="pending-tail commit period (1000); env KMQ_TRACKER_COMMIT_INTERVAL_MS"),
 ]
 LogLevelOption = Annotated[str, typer.Option("--log-level", help="debug, info, warning or error")]
 

@@ -221,3 +221,48 @@ def test_start_up_refuses_mismatched_partition_counts(cluster: KafkaCluster, mak
     service = TrackerService(TrackerConfig(kmq=mismatched, http_enabled=False))
     with pytest.raises(TopicMismatchError, match=r"has 3 partitions but queue topic .* has 2"):
         service.run()
+
+
+def test_a_message_the_queue_does_not_hold_is_counted_and_ended(make_config: MakeConfig) -> None:
+    # given a queue partition whose offset 2 is a transaction marker, never a message
+    config = make_config(partitions=1, msg_timeout_ms=600_000)
+    producer = Producer({**config.kafka_settings(), "transactional.id": f"{config.queue_topic}-tx"})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    for value in (b"a", b"b"):
+        producer.produce(config.queue_topic, value, partition=0)
+    producer.commit_transaction(10)  # a, b at 0 and 1, the commit marker at 2
+    assert producer.flush(10) == 0
+    with KmqProducer(config) as plain:
+        [after] = plain.send_batch([OutgoingMessage(b"c", partition=0)])
+    assert after.offset == 3
+    # and a START for that offset, due at once
+    markers = Producer(config.kafka_settings())
+    markers.produce(config.markers_topic, StartMarker(0).encode(), MarkerKey(0, 2).encode(), partition=0)
+    assert markers.flush(10) == 0
+    # when the tracker finds it due, then it counts it as missing, ends it, and redelivers nothing
+    with running_tracker(config) as tracker:
+        wait_for(lambda: metric(tracker, "kmq_missing_messages_total") == 1, 20, what="the missing message")
+        wait_for(lambda: pending(tracker) == 0, 10, what="its END read back")
+        assert metric(tracker, "kmq_redeliveries_total") == 0
+    ends = [r for r in read_topic(config, config.markers_topic, 1) if r.value == EndMarker().encode()]
+    assert [r.key for r in ends] == [MarkerKey(0, 2).encode()]
+
+
+def test_transactional_mode_reads_committed_markers(make_config: MakeConfig) -> None:
+    # given workers that write their STARTs and commit their offsets in one transaction
+    config = make_config(partitions=2, msg_timeout_ms=500, transactional=True)
+    send(config, 6)
+    with running_tracker(config) as tracker, KmqClient(config) as client:
+        first = receive(client, 6)
+        # when they acknowledge none, then the tracker (read_committed) sees the STARTs and redelivers each once
+        copies = receive(client, 6, timeout_s=20)
+        for msg in copies:
+            client.processed(msg)
+        client.flush()
+        wait_for(lambda: pending(tracker) == 0, 10, what="the copies acknowledged")
+        assert metric(tracker, "kmq_redeliveries_total") == 6
+    assert sorted((c.partition, h.original_offset(c.headers, c.offset)) for c in copies) == sorted(
+        (m.partition, m.offset) for m in first
+    )
+    assert {c.redelivery_count for c in copies} == {1}
