@@ -7,6 +7,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Protocol
 
+from kmq.errors import ConfigError
 from tracker.metrics import CONTENT_TYPE_LATEST, TrackerMetrics
 
 _log = logging.getLogger(__name__)
@@ -29,7 +30,10 @@ class HealthServer:
 
     def __init__(self, host: str, port: int, metrics: TrackerMetrics, status: Status) -> None:
         handler = type("_BoundHandler", (_Handler,), {"metrics": metrics, "status": status})
-        self._server = HTTPServer((host, port), handler)
+        try:
+            self._server = HTTPServer((host, port), handler)
+        except OSError as e:
+            raise ConfigError("http_port", f"cannot serve probes on {host}:{port}: {e.strerror or e}") from e
         self._thread = threading.Thread(target=self._serve, name="kmq-tracker-http", daemon=True)
 
     @property

@@ -66,9 +66,9 @@ class QueueReader:
         self._consumer.close()
 
     def _read_run(self, partition: int, run: list[int], result: ReadResult, deadline: float) -> None:
-        self._consumer.assign([TopicPartition(self._topic, partition, run[0])])
         cursor = _Cursor(run, result)
         try:
+            self._consumer.assign([TopicPartition(self._topic, partition, run[0])])
             while not cursor.finished and time.monotonic() < deadline:
                 for message in fetch(self._consumer, _BATCH, min(0.1, max(0.0, deadline - time.monotonic()))):
                     cursor.take(message)

@@ -127,7 +127,12 @@ class Redeliverer:
         """ENDs are not waited for: a lost one only costs a duplicate, and the shutdown flush waits for the rest."""
         for offset in offsets:
             key = MarkerKey(partition, offset).encode()
-            produce(self._producer, self._kmq.markers_topic, _END, key, partition=partition, on_delivery=self._on_end)
+            try:
+                produce(
+                    self._producer, self._kmq.markers_topic, _END, key, partition=partition, on_delivery=self._on_end
+                )
+            except KafkaException as e:
+                self._end_failures.append(f"END to {self._kmq.markers_topic}[{partition}] for offset {offset}: {e}")
         self._producer.poll(0)
 
     def _on_end(self, error: KafkaError | None, message: KafkaMessage) -> None:

@@ -196,7 +196,7 @@ class _Loop:
         return max(0, min(wake, self._next_commit_ms) - now)
 
     def _redeliver_due(self) -> None:
-        states = sorted(self._ingest.partitions.values(), key=lambda s: s.next_wake_ms() or 2**63)
+        states = sorted(self._ingest.partitions.values(), key=_most_overdue_first)
         for state in states:
             now = now_ms()
             budget = min(self._bucket.available(now), self._config.max_in_flight)
@@ -245,3 +245,8 @@ class _Loop:
             self._metrics.set_partition(
                 topic, state.partition, len(state.pending), state.overdue_ms(now), state.caught_up
             )
+
+
+def _most_overdue_first(state: PartitionState) -> int:
+    wake = state.next_wake_ms()
+    return 2**63 if wake is None else wake

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
+from kmq.errors import ConfigError
 from tracker.http import HealthServer
 from tracker.metrics import TrackerMetrics
 
@@ -89,3 +90,12 @@ def test_metrics_value_reads_samples() -> None:
     metrics.redeliveries.inc()
     assert metrics.value("kmq_redeliveries_total") == 1
     assert metrics.value("kmq_pending_messages", {"topic": "t", "partition": "0"}) == 0
+
+
+def test_a_port_in_use_is_a_config_error_naming_the_setting() -> None:
+    first = HealthServer("127.0.0.1", 0, TrackerMetrics(), FakeStatus())
+    try:
+        with pytest.raises(ConfigError, match=rf"http_port: cannot serve probes on 127.0.0.1:{first.port}"):
+            HealthServer("127.0.0.1", first.port, TrackerMetrics(), FakeStatus())
+    finally:
+        first.stop()
