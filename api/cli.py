@@ -12,9 +12,9 @@ from api.app import create_app
 from api.config import ApiConfig
 from kmq.cli._errors import friendly_errors
 
-HostOption = Annotated[str | None, typer.Option("--host", help="listen address (0.0.0.0) [env: KMQ_API_HOST]")]
+HostOption = Annotated[str | None, typer.Option("--host", help="listen address (0.0.0.0) (env KMQ_API_HOST)")]
 PortOption = Annotated[
-    int | None, typer.Option("--port", min=1, max=65535, help="listen port (8080) [env: KMQ_API_PORT]")
+    int | None, typer.Option("--port", min=1, max=65535, help="listen port (8080) (env KMQ_API_PORT)")
 ]
 LogLevelOption = Annotated[str, typer.Option("--log-level", help="debug, info, warning or error")]
 

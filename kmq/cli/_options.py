@@ -10,9 +10,9 @@ from kmq.config import KmqConfig
 
 BootstrapOption = Annotated[
     str | None,
-    typer.Option("--bootstrap-servers", "-b", help="Kafka bootstrap servers [env: KMQ_BOOTSTRAP_SERVERS]"),
+    typer.Option("--bootstrap-servers", "-b", help="Kafka bootstrap servers (env KMQ_BOOTSTRAP_SERVERS)"),
 ]
-QueueOption = Annotated[str | None, typer.Option("--queue", "-q", help="queue topic [env: KMQ_QUEUE_TOPIC]")]
+QueueOption = Annotated[str | None, typer.Option("--queue", "-q", help="queue topic (env KMQ_QUEUE_TOPIC)")]
 
 
 def build_config(bootstrap_servers: str | None, queue: str | None, **fields: Any) -> KmqConfig:

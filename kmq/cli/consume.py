@@ -31,7 +31,7 @@ def consume(
         float | None, typer.Option("--idle-exit", min=0.0, help="stop after this many seconds without a message")
     ] = None,
     msg_timeout_ms: Annotated[
-        int | None, typer.Option(min=1, help="time before redelivery [env: KMQ_MSG_TIMEOUT_MS]")
+        int | None, typer.Option(min=1, help="time before redelivery (env KMQ_MSG_TIMEOUT_MS)")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="random seed for --drop-rate")] = None,
 ) -> None:
