@@ -10,3 +10,5 @@ ERROR <text>     it could not measure; exit 1 (details on stderr)
 from __future__ import annotations
 
 READY, GO, PROGRESS, RESULT, ERROR = "READY", "GO", "PROGRESS", "RESULT", "ERROR"
+# In the share worker's ERROR when the cluster never hands out share-group records: the share row is then skipped.
+SHARE_UNAVAILABLE = "share groups unavailable"

@@ -9,14 +9,22 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer, ShareConsumer
 
 from kmq.bench.measure import BatchClock
+from kmq.bench.protocol import SHARE_UNAVAILABLE
 from kmq.config import KmqConfig
 from kmq.errors import BenchError
 
 POLL_TIMEOUT_S = 0.5
 PROBE = b"kmq-bench-probe"
-# Group-protocol settings a share consumer refuses: share groups take them from the broker.
+# Settings a share consumer refuses: group-protocol ones (share groups take them from the broker), and the classic
+# consumer's fetch-queue tuning.
 _NOT_FOR_SHARE = frozenset(
-    {"session.timeout.ms", "heartbeat.interval.ms", "group.protocol", "partition.assignment.strategy"}
+    {
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "group.protocol",
+        "partition.assignment.strategy",
+        "fetch.queue.backoff.ms",
+    }
 )
 
 
@@ -49,9 +57,7 @@ class ShareContender:
         missing = set(range(self._partitions))
         while missing:
             if time.monotonic() > deadline:
-                raise BenchError(
-                    f"share group got no records from partitions {sorted(missing)}: share groups unsupported?"
-                )
+                raise BenchError(f"{SHARE_UNAVAILABLE}: no record came back from partitions {sorted(missing)}")
             for partition in missing:
                 producer.produce(self._config.queue_topic, PROBE, partition=partition)
             producer.flush(10)
