@@ -12,6 +12,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
 from kmq.bench import protocol
@@ -46,7 +47,7 @@ def child_env(extra: dict[str, str]) -> dict[str, str]:
 
 
 class Worker:
-    """A `python -m kmq.bench.worker` child and its line protocol (see that module)."""
+    """A `python -m kmq.bench.worker` child and its line protocol (`kmq.bench.protocol`)."""
 
     def __init__(self, contender: str, config: KmqConfig, args: Sequence[str]) -> None:
         argv = [sys.executable, "-m", "kmq.bench.worker", contender, *args]
@@ -70,7 +71,7 @@ class Worker:
     def result(self, on_progress: Callable[[int], None], timeout_ms: int) -> dict[str, Any]:
         """Follow PROGRESS lines until RESULT (each line must come within `timeout_ms`)."""
         while True:
-            line = self.expect_any(timeout_ms)
+            line = self._next_line(timeout_ms)
             head, _, rest = line.partition(" ")
             if head == protocol.PROGRESS:
                 on_progress(int(rest))
@@ -80,7 +81,7 @@ class Worker:
             else:
                 raise BenchError(f"{self.name}: {line}{self._log()}")
 
-    def expect_any(self, timeout_ms: int) -> str:
+    def _next_line(self, timeout_ms: int) -> str:
         line = self._child.receive(timeout_ms)
         if line is None:
             raise BenchError(f"{self.name} went silent for {timeout_ms} ms{self._log()}")
@@ -116,9 +117,10 @@ class TrackerChild:
         """Its resident memory and the redeliveries it made (there should be none: every message is acknowledged)."""
         return {"tracker_rss_bytes": rss_bytes(self._child.pid), "redeliveries": _metric(self.url, "kmq_redeliveries")}
 
-    def stop(self) -> None:
+    def stop(self, check: bool = True) -> None:
+        """SIGTERM (SIGKILL at the deadline); with `check`, BenchError unless it exited cleanly."""
         code = self._child.stop(STOP_TIMEOUT_MS)
-        if code != 0:
+        if check and code != 0:
             raise BenchError(f"tracker exited with code {code}; its output:\n{self._child.output_tail()}")
 
 
@@ -162,8 +164,6 @@ def _status(url: str) -> int | None:
 
 def _metric(url: str, name: str) -> float | None:
     """The sum of a Prometheus counter's samples (`name_total`), None when the tracker does not answer."""
-    from prometheus_client.parser import text_string_to_metric_families
-
     try:
         with urllib.request.urlopen(url + "/metrics", timeout=_PROBE_TIMEOUT_S) as response:
             text = response.read().decode()

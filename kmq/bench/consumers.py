@@ -32,8 +32,10 @@ def run_consumer(
         tracker.wait_ready(TRACKER_READY_TIMEOUT_MS)
         figures = _measure(config, options, contender, args, display)
         figures.update(tracker.figures())
-    finally:
-        tracker.stop()
+    except BaseException:
+        tracker.stop(check=False)  # the error at hand says more than the tracker's exit code
+        raise
+    tracker.stop()
     return figures
 
 

@@ -31,6 +31,8 @@ UNSUPPORTED = {
 
 @dataclass(frozen=True, slots=True)
 class BenchReport:
+    """Everything one `kmq bench` measured: each run's figures, the table rows (medians), the targets checked."""
+
     options: BenchOptions
     machine: dict[str, Any]
     runs: list[Run]
