@@ -10,7 +10,7 @@ import uvicorn
 
 from api.app import create_app
 from api.config import ApiConfig
-from kmq.cli._errors import friendly_errors
+from kmq.cli.errors import friendly_errors
 
 HostOption = Annotated[str | None, typer.Option("--host", help="listen address (0.0.0.0) (env KMQ_API_HOST)")]
 PortOption = Annotated[

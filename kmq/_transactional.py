@@ -6,9 +6,9 @@ import uuid
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from kmq._kafka import producer_settings
 from kmq.config import KmqConfig
 from kmq.errors import DeliveryError, MarkerWriteError
+from kmq.kafka import producer_settings
 from kmq.marker_writer import MarkerWriter
 from kmq.markers import MarkerKey
 

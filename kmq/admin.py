@@ -9,9 +9,9 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._metadata import ClusterMetadata
 from confluent_kafka.cimpl import NewTopic
 
-from kmq._kafka import admin_settings, is_unreachable, unavailable
 from kmq.config import KmqConfig
 from kmq.errors import ConfigError, TopicMismatchError, TopicMissingError
+from kmq.kafka import admin_settings, is_unreachable, unavailable
 
 _log = logging.getLogger(__name__)
 MARKERS_RETENTION_MS = 7 * 24 * 3600 * 1000

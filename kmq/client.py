@@ -11,12 +11,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
 from kmq import headers as h
-from kmq._delivery import DeliveryGroup
-from kmq._kafka import consumer_settings, produce
 from kmq._transactional import TransactionalStarts
 from kmq.admin import check_topics
 from kmq.config import KmqConfig
+from kmq.delivery import DeliveryGroup
 from kmq.errors import ClientClosedError, CommitError, DeliveryError, KmqError, MarkerWriteError
+from kmq.kafka import consumer_settings, produce
 from kmq.marker_writer import MarkerWriter
 from kmq.markers import MarkerKey
 from kmq.message import Message

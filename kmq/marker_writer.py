@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka import Message as KafkaMessage
 
-from kmq._delivery import DeliveryGroup
-from kmq._kafka import DeliveryCallback, produce, producer_settings
 from kmq.config import KmqConfig
+from kmq.delivery import DeliveryGroup
 from kmq.errors import DeliveryError
+from kmq.kafka import DeliveryCallback, produce, producer_settings
 from kmq.markers import EndMarker, MarkerKey, StartMarker, encode_key
 
 _log = logging.getLogger(__name__)

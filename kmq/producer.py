@@ -10,12 +10,12 @@ from types import TracebackType
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka import Message as KafkaMessage
 
-from kmq._delivery import DeliveryGroup
-from kmq._kafka import ANY_PARTITION, DeliveryCallback, produce, producer_settings
 from kmq.admin import check_topics
 from kmq.config import KmqConfig
+from kmq.delivery import DeliveryGroup
 from kmq.errors import ClientClosedError, DeliveryError
 from kmq.headers import Headers
+from kmq.kafka import ANY_PARTITION, DeliveryCallback, produce, producer_settings
 
 _log = logging.getLogger(__name__)
 

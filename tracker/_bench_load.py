@@ -11,9 +11,9 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
 from kmq import headers as h
-from kmq._kafka import produce, producer_settings
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
+from kmq.kafka import produce, producer_settings
 from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq.producer import KmqProducer, OutgoingMessage
 from tracker._fetch import fetch

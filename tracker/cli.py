@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from kmq.cli._errors import fail, friendly_errors
-from kmq.cli._options import BootstrapOption, QueueOption
+from kmq.cli.errors import fail, friendly_errors
+from kmq.cli.options import BootstrapOption, QueueOption
 from kmq.config import KmqConfig
 from kmq.errors import ConfigError
 from kmq.settings import env_name

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
-from kmq._kafka import consumer_settings
 from kmq.headers import Headers, from_kafka
+from kmq.kafka import consumer_settings
 from tracker._fetch import fetch
 from tracker.config import TrackerConfig
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka import Message as KafkaMessage
 
-from kmq._delivery import DeliveryGroup
-from kmq._kafka import DeliveryCallback, produce, producer_settings
+from kmq.delivery import DeliveryGroup
 from kmq.errors import DeliveryError
 from kmq.headers import REASON_MAX_REDELIVERIES, dead_letter, redelivered, redelivery_count
+from kmq.kafka import DeliveryCallback, produce, producer_settings
 from kmq.markers import EndMarker, MarkerKey
 from tracker.config import TrackerConfig
 from tracker.reader import QueueReader, QueueRecord

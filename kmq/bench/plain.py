@@ -8,10 +8,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from kmq._kafka import consumer_settings
 from kmq.bench.measure import BatchClock
 from kmq.config import KmqConfig
 from kmq.errors import BenchError
+from kmq.kafka import consumer_settings
 
 POLL_TIMEOUT_S = 0.5
 

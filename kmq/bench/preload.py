@@ -8,11 +8,11 @@ import uuid
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka import Message as KafkaMessage
 
-from kmq._kafka import DeliveryCallback, producer_settings
 from kmq.bench.options import KMQ
 from kmq.config import KafkaValue, KmqConfig
 from kmq.embedded import KafkaCluster
 from kmq.errors import BenchError
+from kmq.kafka import DeliveryCallback, producer_settings
 
 FLUSH_TIMEOUT_S = 120.0
 # Every consumer contender alike. librdkafka postpones a partition's next fetch by fetch.queue.backoff.ms (1000 ms by

@@ -17,8 +17,8 @@ from kmq.bench.options import CONTENDERS, BenchOptions
 from kmq.bench.progress import RichDisplay
 from kmq.bench.runner import run_bench
 from kmq.bench.table import print_report
-from kmq.cli._errors import friendly_errors
-from kmq.cli._options import BootstrapOption
+from kmq.cli.errors import friendly_errors
+from kmq.cli.options import BootstrapOption
 from kmq.errors import BenchError, ConfigError
 
 _defaults = BenchOptions()

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from kmq.cli._errors import fail, friendly_errors
+from kmq.cli.errors import fail, friendly_errors
 from kmq.embedded import BACKENDS, EmbeddedKafka
 
 _HEALTH_CHECK_S = 0.5

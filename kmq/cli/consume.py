@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from kmq.cli._errors import friendly_errors
-from kmq.cli._options import BootstrapOption, QueueOption, build_config
+from kmq.cli.errors import friendly_errors
+from kmq.cli.options import BootstrapOption, QueueOption, build_config
 from kmq.client import KmqClient
 from kmq.message import Message
 

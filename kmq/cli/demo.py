@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from kmq.cli._errors import fail, friendly_errors
+from kmq.cli.errors import fail, friendly_errors
 from kmq.demo import DemoOptions, run_demo
 
 _console = Console(highlight=False)

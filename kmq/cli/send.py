@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kmq.cli._errors import fail, friendly_errors
-from kmq.cli._options import BootstrapOption, QueueOption, build_config
+from kmq.cli.errors import fail, friendly_errors
+from kmq.cli.options import BootstrapOption, QueueOption, build_config
 from kmq.headers import Headers
 from kmq.producer import KmqProducer
 

@@ -8,8 +8,8 @@ import typer
 from rich.console import Console
 
 from kmq.admin import check_topics, ensure_topics
-from kmq.cli._errors import friendly_errors
-from kmq.cli._options import BootstrapOption, QueueOption, build_config
+from kmq.cli.errors import friendly_errors
+from kmq.cli.options import BootstrapOption, QueueOption, build_config
 
 topics = typer.Typer(help="Create or check a queue's topics (queue, markers, dead letters).", no_args_is_help=True)
 _console = Console(highlight=False, soft_wrap=True)

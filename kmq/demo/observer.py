@@ -9,11 +9,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 from confluent_kafka import Message as KafkaMessage
 
 from kmq import headers as h
-from kmq._kafka import consumer_settings
 from kmq.admin import topic_partitions
 from kmq.config import KmqConfig
 from kmq.demo.tally import Tally
 from kmq.errors import DemoError
+from kmq.kafka import consumer_settings
 
 _log = logging.getLogger(__name__)
 _BATCH = 2_000

@@ -17,12 +17,12 @@ from collections.abc import Sequence
 
 from confluent_kafka import Producer
 
-from kmq._delivery import DeliveryGroup
-from kmq._kafka import produce, producer_settings
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
+from kmq.delivery import DeliveryGroup
 from kmq.demo.numbers import decode_number, is_poison
 from kmq.errors import CommitError, DeliveryError, MarkerWriteError
+from kmq.kafka import produce, producer_settings
 from kmq.message import Message
 
 _log = logging.getLogger("kmq.demo.worker")

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kmq._kafka import admin_settings
 from kmq.admin import ensure_topics
 from kmq.config import KmqConfig
 from kmq.embedded._cluster import KafkaSettings, cluster_config
 from kmq.embedded._topics import create_topics
 from kmq.errors import ConfigError
+from kmq.kafka import admin_settings
 from kmq.settings import env_name, read_env
 
 # The KmqConfig fields that say how to reach a cluster; everything else belongs to a queue.

@@ -12,9 +12,9 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._metadata import ClusterMetadata
 from confluent_kafka.cimpl import NewTopic
 
-from kmq._kafka import KAFKA_LOGGER, is_unreachable
 from kmq.embedded._ports import wait_until
 from kmq.errors import BrokerUnavailableError, ConfigError
+from kmq.kafka import KAFKA_LOGGER, is_unreachable
 
 _log = logging.getLogger(__name__)
 _METADATA_ATTEMPT_S = 1.0

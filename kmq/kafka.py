@@ -1,4 +1,5 @@
-"""librdkafka settings for each kind of client kmq creates (the Kafka edge: pass-through settings meet here)."""
+"""The Kafka edge shared by kmq, the tracker and the REST facade: librdkafka settings per kind of client, and
+producing with back-pressure."""
 
 from __future__ import annotations
 

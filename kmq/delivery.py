@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka import Message as KafkaMessage
 
-from kmq._kafka import DeliveryCallback
 from kmq.errors import DeliveryError
+from kmq.kafka import DeliveryCallback
 
 
 @dataclass(frozen=True, slots=True)
