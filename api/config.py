@@ -4,24 +4,22 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from kmq.config import KmqConfig
-from kmq.errors import ConfigError
+from kmq.settings import FrozenConfig
 
 MIN_SECRET_LENGTH = 32
 MAX_WAIT_MS = 20_000
 
 
-class ApiConfig(BaseModel):
+class ApiConfig(FrozenConfig):
     """What the REST facade serves and how.
 
     `queues` holds one `KmqConfig` per queue served (its markers topic, dead-letter topic and worker group derive
     from the queue's name unless set). With no API key configured the API refuses to start unless
     `allow_anonymous` is set: an open queue is a decision, never an accident.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     queues: tuple[KmqConfig, ...] = Field(min_length=1, description="the queues served, one KmqConfig each")
     receipt_secret: SecretStr = Field(description=f"HMAC key for receipts, at least {MIN_SECRET_LENGTH} characters")
@@ -38,14 +36,6 @@ class ApiConfig(BaseModel):
     # All interfaces by default: the API runs as a service in a pod or container, behind API keys.
     host: str = Field("0.0.0.0", description="interface uvicorn listens on")
     port: int = Field(8080, ge=1, le=65535, description="TCP port uvicorn listens on")
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as e:
-            first = e.errors()[0]
-            field = ".".join(str(part) for part in first["loc"]) or "config"
-            raise ConfigError(field, first["msg"].removeprefix("Value error, ")) from e
 
     @field_validator("receipt_secret")
     @classmethod

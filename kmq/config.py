@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, SecretStr, model_validator
 
-from kmq.errors import ConfigError
+from kmq.settings import FrozenConfig, read_env, to_env
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 # librdkafka settings that kmq owns: they come from KmqConfig's own fields, never from the pass-through.
@@ -17,15 +17,13 @@ _RESERVED_KAFKA_KEYS = frozenset(
 KafkaValue = str | int | float | bool
 
 
-class KmqConfig(BaseModel):
+class KmqConfig(FrozenConfig):
     """Settings shared by the client, the producer, the tracker and the REST facade.
 
     Topic and group names left empty derive from `queue_topic` (PROTOCOL.md's defaults).
     `kafka_config` passes librdkafka settings (SASL/TLS, tuning) to every Kafka client;
     `consumer_kafka_config` to consumers only.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     bootstrap_servers: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
     queue_topic: str = Field(description="the queue topic Q")
@@ -46,12 +44,6 @@ class KmqConfig(BaseModel):
     consumer_kafka_config: dict[str, KafkaValue] = Field(
         default_factory=dict, description="librdkafka settings, consumers only"
     )
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as e:
-            raise _config_error(e) from e
 
     @model_validator(mode="before")
     @classmethod
@@ -84,9 +76,11 @@ class KmqConfig(BaseModel):
     @classmethod
     def from_env(cls, **overrides: Any) -> KmqConfig:
         """Read `KMQ_*` environment variables (e.g. `KMQ_BOOTSTRAP_SERVERS`); `overrides` win."""
-        from kmq.settings import read_env
-
         return cls(**{**read_env(cls), **overrides})
+
+    def to_env(self) -> dict[str, str]:
+        """Every `KMQ_*` variable of this config: `from_env` in a child process reads it back exactly."""
+        return to_env(self)
 
     def with_overrides(self, **changes: Any) -> KmqConfig:
         """A copy with some fields changed, validated like a new config."""
@@ -111,10 +105,3 @@ class KmqConfig(BaseModel):
     def nack_delay_ms(self, redelivery_count: int) -> int:
         """Exponential backoff: base * 2^count, capped at the maximum."""
         return min(self.nack_backoff_max_ms, self.nack_backoff_base_ms << min(redelivery_count, 32))
-
-
-def _config_error(error: ValidationError) -> ConfigError:
-    first = error.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "config"
-    message = first["msg"].removeprefix("Value error, ")
-    return ConfigError(field, message)

@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, create_model, model_validator
+from pydantic import BaseModel, Field, create_model, model_validator
 
 from kmq.config import KmqConfig
-from kmq.errors import ConfigError
-from kmq.settings import env_name, env_names, read_env
+from kmq.settings import FrozenConfig, env_names, read_env, to_env
 
 ENV_FIELD_PREFIX = "tracker_"  # tracker fields read from KMQ_TRACKER_<FIELD>
 DEFAULT_HTTP_PORT = 9095  # clear of Prometheus (9090), Pushgateway (9091) and node-exporter (9100)
 
 
-class TrackerConfig(BaseModel):
+class TrackerConfig(FrozenConfig):
     """Settings of one tracker replica.
 
     `group_id` left empty derives from the markers topic (PROTOCOL.md: `M + "__tracker"`).
     `http_port=0` binds an ephemeral port (tests); the bound port is on the running service.
     """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kmq: KmqConfig
     group_id: str = Field("", description="consumer group of the tracker replicas (default: M__tracker)")
@@ -38,12 +34,6 @@ class TrackerConfig(BaseModel):
     write_timeout_ms: int = Field(30_000, gt=0, description="how long a copy or END may take to be acknowledged")
     read_timeout_ms: int = Field(10_000, gt=0, description="how long reading a due message from the queue may take")
     liveness_timeout_ms: int = Field(60_000, gt=0, description="/healthz fails when the loop has not turned this long")
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as e:
-            raise _config_error(e) from e
 
     @model_validator(mode="before")
     @classmethod
@@ -78,24 +68,12 @@ class TrackerConfig(BaseModel):
 
     def to_env(self) -> dict[str, str]:
         """Every `KMQ_*` and `KMQ_TRACKER_*` variable of this config: `from_env` in a child reads it back exactly."""
-        env = {env_name(name): _env_value(getattr(self.kmq, name)) for name in KmqConfig.model_fields}
-        for name in TrackerConfig.model_fields:
-            if name != "kmq":
-                env[env_name(ENV_FIELD_PREFIX + name)] = _env_value(getattr(self, name))
-        return env
+        return {**self.kmq.to_env(), **to_env(self, ENV_FIELD_PREFIX)}
 
     @classmethod
     def env_names(cls) -> list[str]:
         """The `KMQ_TRACKER_*` variables this config reads (the core `KMQ_*` ones come from `KmqConfig`)."""
         return env_names(_env_model())
-
-
-def _env_value(value: object) -> str:
-    if isinstance(value, SecretStr):
-        return value.get_secret_value()
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return json.dumps(value) if isinstance(value, dict) else str(value)
 
 
 def _env_model() -> type[BaseModel]:
@@ -106,12 +84,3 @@ def _env_model() -> type[BaseModel]:
         if name != "kmq"
     }
     return create_model("TrackerEnv", **fields)
-
-
-def _config_error(error: ValidationError) -> ConfigError:
-    first = error.errors()[0]
-    message = first["msg"].removeprefix("Value error, ")
-    # A model-level check names its field first ("group_id must differ ..."): report it under that name.
-    named = message.split(" ", 1)[0]
-    field = ".".join(str(part) for part in first["loc"]) or (named if named in TrackerConfig.model_fields else "config")
-    return ConfigError(field, message)

@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
-from pydantic import SecretStr
 
 from kmq.bench import protocol
 from kmq.bench.measure import rss_bytes
@@ -21,24 +20,10 @@ from kmq.config import KmqConfig
 from kmq.embedded._child import ChildProcess
 from kmq.embedded._ports import HOST, free_port
 from kmq.errors import BenchError
-from kmq.settings import env_name
 
 STOP_TIMEOUT_MS = 15_000
 _PROBE_TIMEOUT_S = 1.0
 _POLL_INTERVAL_S = 0.05
-
-
-def config_env(config: KmqConfig) -> dict[str, str]:
-    """Every `KMQ_*` variable of `config`, so that a child reads exactly this configuration."""
-    env = {}
-    for name in KmqConfig.model_fields:
-        value = getattr(config, name)
-        if isinstance(value, SecretStr):
-            value = value.get_secret_value()
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        env[env_name(name)] = json.dumps(value) if isinstance(value, dict) else str(value)
-    return env
 
 
 def child_env(extra: dict[str, str]) -> dict[str, str]:
@@ -52,7 +37,7 @@ class Worker:
     def __init__(self, contender: str, config: KmqConfig, args: Sequence[str]) -> None:
         argv = [sys.executable, "-m", "kmq.bench.worker", contender, *args]
         self.name = f"{contender} worker"
-        self._child = ChildProcess(self.name, argv, control=True, env=child_env(config_env(config)))
+        self._child = ChildProcess(self.name, argv, control=True, env=child_env(config.to_env()))
 
     def expect(self, word: str, timeout_ms: int) -> str:
         """The rest of the next protocol line, which must start with `word`."""
@@ -100,7 +85,7 @@ class TrackerChild:
     def __init__(self, config: KmqConfig) -> None:
         port = free_port()
         self.url = f"http://{HOST}:{port}"
-        env = {**config_env(config), "KMQ_TRACKER_HTTP_HOST": HOST, "KMQ_TRACKER_HTTP_PORT": str(port)}
+        env = {**config.to_env(), "KMQ_TRACKER_HTTP_HOST": HOST, "KMQ_TRACKER_HTTP_PORT": str(port)}
         argv = [sys.executable, "-m", "tracker", "--log-level", "warning"]
         self._child = ChildProcess("tracker", argv, env=child_env(env))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kmq.bench.children import config_env, run_module
+from kmq.bench.children import run_module
 from kmq.bench.display import Display
 from kmq.bench.options import BenchOptions
 from kmq.embedded import KafkaCluster
@@ -53,7 +53,7 @@ def run_http(cluster: KafkaCluster, options: BenchOptions, display: Display) -> 
 
 def _connection_env(cluster: KafkaCluster) -> dict[str, str]:
     """How to reach the cluster, as `KMQ_*` variables (a child of ours sees no other `KMQ_*`)."""
-    env = config_env(cluster.config("kmq-bench"))
+    env = cluster.config("kmq-bench").to_env()
     return {name: value for name, value in env.items() if name in _CONNECTION_ENV}
 
 

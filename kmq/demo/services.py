@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import secrets
 import socket
 import time
@@ -11,12 +10,10 @@ import urllib.request
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
-from pydantic import SecretStr
 
 from kmq.config import KmqConfig
 from kmq.demo.processes import Child, Children
 from kmq.errors import DemoError
-from kmq.settings import env_name
 
 LOCALHOST = "127.0.0.1"
 DEFAULT_API_PORT = 8080
@@ -37,24 +34,11 @@ class Api:
     api_key: str
 
 
-def config_env(config: KmqConfig) -> dict[str, str]:
-    """Every `KMQ_*` variable of `config`, so a child reads exactly this configuration."""
-    env = {}
-    for name in KmqConfig.model_fields:
-        value = getattr(config, name)
-        if isinstance(value, SecretStr):
-            value = value.get_secret_value()
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        env[env_name(name)] = json.dumps(value) if isinstance(value, dict) else str(value)
-    return env
-
-
 def start_trackers(children: Children, config: KmqConfig, count: int) -> list[Service]:
     trackers = []
     for index in range(1, count + 1):
         port = free_port()
-        env = {**config_env(config), "KMQ_TRACKER_HTTP_HOST": LOCALHOST, "KMQ_TRACKER_HTTP_PORT": str(port)}
+        env = {**config.to_env(), "KMQ_TRACKER_HTTP_HOST": LOCALHOST, "KMQ_TRACKER_HTTP_PORT": str(port)}
         child = children.spawn(f"tracker-{index}", ["-m", "tracker", "--log-level", "info"], env)
         trackers.append(Service(child, f"http://{LOCALHOST}:{port}"))
     return trackers
@@ -64,7 +48,7 @@ def start_api(children: Children, config: KmqConfig, port: int | None) -> Api:
     api_key = secrets.token_urlsafe(24)
     port = port if port is not None else free_port(DEFAULT_API_PORT)
     env = {
-        **config_env(config),
+        **config.to_env(),
         "KMQ_API_QUEUES": config.queue_topic,
         "KMQ_API_KEYS": api_key,
         "KMQ_API_RECEIPT_SECRET": secrets.token_hex(32),

@@ -5,11 +5,10 @@ from __future__ import annotations
 from kmq.config import KmqConfig
 from kmq.demo.options import DemoOptions
 from kmq.demo.processes import Child, Children
-from kmq.demo.services import config_env
 
 
 def start_workers(children: Children, config: KmqConfig, options: DemoOptions, results_topic: str) -> list[Child]:
-    env = config_env(config)
+    env = config.to_env()
     workers = []
     for index in range(1, options.workers + 1):
         args = [

@@ -39,8 +39,8 @@ def test_keys_and_anonymous_together_are_refused() -> None:
     [
         ({"receipt_secret": "short"}, "receipt_secret"),
         ({"queues": ()}, "queues"),
-        ({"queues": (_queue(), _queue())}, "config"),
-        ({"api_keys": (SecretStr(" "),)}, "config"),
+        ({"queues": (_queue(), _queue())}, "queues"),
+        ({"api_keys": (SecretStr(" "),)}, "api_keys"),
         ({"max_body_bytes": 0}, "max_body_bytes"),
         ({"port": 70_000}, "port"),
     ],
