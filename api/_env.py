@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from api.config import ApiConfig
 from kmq.config import KmqConfig
 from kmq.errors import ConfigError
-from kmq.settings import env_name, read_env
+from kmq.settings import env_name, env_names, read_env
 
 # Per-queue names: with several queues each one's topics and group derive from its own name.
 _PER_QUEUE = ("markers_topic", "dead_letter_topic", "group_id")
@@ -29,6 +29,10 @@ class _ApiEnv(BaseModel):
     api_receiver_idle_ms: int = 0
     api_host: str = ""
     api_port: int = 0
+
+
+def api_env_names() -> list[str]:
+    return env_names(_ApiEnv)
 
 
 def api_config_from_env(**overrides: Any) -> ApiConfig:

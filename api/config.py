@@ -62,6 +62,13 @@ class ApiConfig(FrozenConfig):
         return next((queue for queue in self.queues if queue.queue_topic == name), None)
 
     @classmethod
+    def env_names(cls) -> list[str]:
+        """The `KMQ_API_*` variables `from_env` reads (besides the shared `KMQ_*` ones)."""
+        from api._env import api_env_names
+
+        return api_env_names()
+
+    @classmethod
     def from_env(cls, **overrides: Any) -> ApiConfig:
         """Read `KMQ_API_*` and the shared `KMQ_*` variables (entry points only); `overrides` win."""
         from api._env import api_config_from_env

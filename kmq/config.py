@@ -40,9 +40,11 @@ class KmqConfig(FrozenConfig):
     sasl_username: str = Field("", description="SASL user name")
     sasl_password: SecretStr = Field(SecretStr(""), description="SASL password")
     ssl_ca_location: str = Field("", description="CA certificate file for TLS")
-    kafka_config: dict[str, KafkaValue] = Field(default_factory=dict, description="librdkafka settings, all clients")
+    kafka_config: dict[str, KafkaValue] = Field(
+        default_factory=dict, description="librdkafka settings for every client (a JSON object in the environment)"
+    )
     consumer_kafka_config: dict[str, KafkaValue] = Field(
-        default_factory=dict, description="librdkafka settings, consumers only"
+        default_factory=dict, description="librdkafka settings for consumers only (a JSON object)"
     )
 
     @model_validator(mode="before")

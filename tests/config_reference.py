@@ -1,0 +1,118 @@
+"""The README's configuration reference, generated from the config classes so it cannot drift.
+
+`python -m tests.config_reference --write` rewrites the block in README.md; tests/unit/test_readme.py fails when the
+README's block differs from what this renders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, SecretStr
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
+
+from api.config import ApiConfig
+from kmq.config import KmqConfig
+from kmq.settings import env_name
+from tracker.config import ENV_FIELD_PREFIX, TrackerConfig
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+START = "<!-- config-reference:start (generated: python -m tests.config_reference --write) -->"
+END = "<!-- config-reference:end -->"
+_API_SPECIAL = {
+    "KMQ_API_QUEUES": (
+        "(`KMQ_QUEUE_TOPIC`)",
+        "queues served, comma-separated; each one's topics and group derive from its name",
+    ),
+    "KMQ_API_KEYS": ("none", "bearer API keys, comma-separated"),
+    "KMQ_API_RECEIPT_SECRET": ("required", "HMAC key for receipts (e.g. `openssl rand -hex 32`)"),
+}
+# Read by the scripts, examples and tests rather than by a config class.
+OTHER = [
+    (
+        "KMQ_TEST_BACKEND",
+        "`tansu`",
+        "tests: embedded broker backend (`tansu` or `mock`) when no external cluster is set",
+    ),
+    ("KMQ_TEST_REPLICATION_FACTOR", "`1`", "tests on an external cluster: replicas of the topics they create"),
+    ("KMQ_VENV", "`.venv`", "scripts/test and scripts/demo: the virtualenv they create and use"),
+    ("KMQ_API_URL", "`http://127.0.0.1:8080`", "examples/http: where the REST facade is"),
+    ("KMQ_API_KEY", "none", "examples/http: the bearer key to send"),
+]
+
+
+def _default(info: FieldInfo) -> str:
+    if info.default is PydanticUndefined and info.default_factory is None:
+        return "required"
+    value = info.get_default(call_default_factory=True)
+    if isinstance(value, SecretStr):
+        value = value.get_secret_value()
+    if value in ("", {}, ()):
+        return "derived" if "default:" in (info.description or "") else "none"
+    return f"`{str(value).lower() if isinstance(value, bool) else value}`"
+
+
+def _rows(model: type[BaseModel], prefix: str = "", skip: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:
+    return [
+        (env_name(prefix + name), _default(info), info.description or "")
+        for name, info in model.model_fields.items()
+        if name not in skip
+    ]
+
+
+def _api_rows() -> list[tuple[str, str, str]]:
+    rows = []
+    for variable in ApiConfig.env_names():
+        field = variable.removeprefix("KMQ_API_").lower()
+        info = ApiConfig.model_fields.get(field)
+        special = _API_SPECIAL.get(variable)
+        rows.append((variable, *special) if special else (variable, _default(info), info.description or ""))  # type: ignore[arg-type]
+    return rows
+
+
+def _table(title: str, rows: list[tuple[str, str, str]]) -> str:
+    lines = [f"**{title}**", "", "| variable | default | meaning |", "|---|---|---|"]
+    lines += [f"| `{name}` | {default} | {_cell(meaning)} |" for name, default, meaning in rows]
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render() -> str:
+    tables = [
+        _table("Every component (`KmqConfig`)", _rows(KmqConfig)),
+        _table(
+            "Tracker (`TrackerConfig`; flags of `kmq tracker` win)", _rows(TrackerConfig, ENV_FIELD_PREFIX, ("kmq",))
+        ),
+        _table("REST facade (`ApiConfig`; `kmq api` flags win)", _api_rows()),
+        _table("Scripts, examples and tests", OTHER),
+    ]
+    return "\n\n".join([START, *tables, END])
+
+
+def readme_block(text: str) -> str:
+    found = re.search(re.escape(START) + ".*?" + re.escape(END), text, re.S)
+    return found.group(0) if found else ""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", action="store_true", help="rewrite the block in README.md")
+    args = parser.parse_args()
+    if not args.write:
+        print(render())
+        return
+    text = README.read_text()
+    block = readme_block(text)
+    if not block:
+        raise SystemExit(f"README.md has no {START} ... {END} block")
+    README.write_text(text.replace(block, render()))
+
+
+if __name__ == "__main__":
+    main()
