@@ -18,11 +18,15 @@ MARKERS_RETENTION_MS = 7 * 24 * 3600 * 1000
 _LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
 
 
-def ensure_topics(config: KmqConfig, partitions: int, replication_factor: int = 1, timeout_s: float = 15.0) -> None:
+def ensure_topics(
+    config: KmqConfig, partitions: int, replication_factor: int = 1, timeout_s: float | None = None
+) -> None:
     """Create Q, M and D where missing (M with Q's partition count, LogAppendTime where the broker accepts it).
 
     Existing topics are kept; the call then checks that M and Q have the same partition count.
+    `timeout_s` bounds each broker request (default: the config's `metadata_timeout_ms`).
     """
+    timeout_s = _timeout_s(config, timeout_s)
     if partitions < 1:
         raise ConfigError("partitions", "must be at least 1")
     if replication_factor < 1:
@@ -51,9 +55,9 @@ def ensure_topics(config: KmqConfig, partitions: int, replication_factor: int = 
     check_topics(config, timeout_s)
 
 
-def check_topics(config: KmqConfig, timeout_s: float = 15.0) -> int:
+def check_topics(config: KmqConfig, timeout_s: float | None = None) -> int:
     """The queue's partition count; raises when Q or M is missing or their counts differ."""
-    metadata = _metadata(config, timeout_s)
+    metadata = _metadata(config, _timeout_s(config, timeout_s))
     queue_partitions = _partitions(config, metadata, config.queue_topic)
     markers_partitions = _partitions(config, metadata, config.markers_topic)
     if queue_partitions != markers_partitions:
@@ -61,9 +65,13 @@ def check_topics(config: KmqConfig, timeout_s: float = 15.0) -> int:
     return queue_partitions
 
 
-def topic_partitions(config: KmqConfig, topic: str, timeout_s: float = 15.0) -> int:
+def topic_partitions(config: KmqConfig, topic: str, timeout_s: float | None = None) -> int:
     """The partition count of `topic`; raises TopicMissingError when it does not exist."""
-    return _partitions(config, _metadata(config, timeout_s), topic)
+    return _partitions(config, _metadata(config, _timeout_s(config, timeout_s)), topic)
+
+
+def _timeout_s(config: KmqConfig, timeout_s: float | None) -> float:
+    return config.metadata_timeout_ms / 1000 if timeout_s is None else timeout_s
 
 
 def _metadata(config: KmqConfig, timeout_s: float) -> ClusterMetadata:

@@ -34,6 +34,9 @@ class KmqConfig(FrozenConfig):
     max_redeliveries: int = Field(3, ge=0, description="redeliveries before a message is dead-lettered")
     nack_backoff_base_ms: int = Field(1_000, ge=0, description="nack delay after the first delivery")
     nack_backoff_max_ms: int = Field(60_000, ge=0, description="upper bound of the nack backoff")
+    metadata_timeout_ms: int = Field(
+        15_000, gt=0, description="how long start-up checks wait for the cluster before reporting it unreachable"
+    )
     transactional: bool = Field(False, description="write START markers and commit offsets in one transaction")
     security_protocol: str = Field("", description="librdkafka security.protocol (e.g. SASL_SSL)")
     sasl_mechanism: str = Field("", description="librdkafka sasl.mechanism (e.g. SCRAM-SHA-512)")
