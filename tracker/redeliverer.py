@@ -51,10 +51,13 @@ class Redeliverer:
         self._kmq = config.kmq
         self._write_timeout_s = config.write_timeout_ms / 1000
         self._reader = QueueReader(config)
-        self._producer = Producer(producer_settings(config.kmq, message_timeout_ms=config.write_timeout_ms))
+        settings = producer_settings(config.kmq, message_timeout_ms=config.write_timeout_ms)
+        self._producer = Producer({**settings, "error_cb": self._on_producer_error})
         self._end_failures: list[str] = []
+        self._fatal: KafkaError | None = None
 
     def redeliver(self, partition: int, offsets: Sequence[int]) -> Redelivered:
+        self._raise_if_fatal()
         outcome = Redelivered()
         read = self._reader.read(partition, offsets)
         outcome.missing.extend(read.missing)
@@ -70,8 +73,13 @@ class Redeliverer:
         return outcome
 
     def poll(self) -> list[str]:
-        """Serve delivery reports; returns the END writes that failed since the last call."""
+        """Serve delivery reports; returns the END writes that failed since the last call.
+
+        Raises the producer's fatal error, if it had one: it will never write again, so every due message would
+        fail and back off forever while the replica looks alive. Raising ends the loop, and the replica restarts.
+        """
         self._producer.poll(0)
+        self._raise_if_fatal()
         failures, self._end_failures = self._end_failures, []
         return failures
 
@@ -134,6 +142,17 @@ class Redeliverer:
             except KafkaException as e:
                 self._end_failures.append(f"END to {self._kmq.markers_topic}[{partition}] for offset {offset}: {e}")
         self._producer.poll(0)
+
+    def _on_producer_error(self, error: KafkaError) -> None:
+        if error.fatal():
+            _log.error("redelivery producer: fatal error: %s", error.str())
+            self._fatal = self._fatal or error
+        else:
+            _log.warning("redelivery producer: %s", error.str())
+
+    def _raise_if_fatal(self) -> None:
+        if self._fatal is not None:
+            raise KafkaException(self._fatal)
 
     def _on_end(self, error: KafkaError | None, message: KafkaMessage) -> None:
         if error is not None:
