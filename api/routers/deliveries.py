@@ -33,7 +33,8 @@ async def receive(queue: Queue, state: State, body: ReceiveRequest) -> ReceiveRe
 def _received(
     message: Message, queue: str, signer: ReceiptSigner, issued_at_ms: int, body: ReceiveRequest
 ) -> ReceivedMessage:
-    receipt = Receipt(
-        queue, message.partition, message.offset, issued_at_ms, message.deadline_ms, message.redelivery_count
-    )
+    # Any Kafka producer may set the count header; one that reads as a negative int32 counts as 0 (the receipt
+    # holds it unsigned, and the nack backoff shifts by it).
+    count = max(0, message.redelivery_count)
+    receipt = Receipt(queue, message.partition, message.offset, issued_at_ms, message.deadline_ms, count)
     return to_received(message, signer.sign(receipt), body.encoding)

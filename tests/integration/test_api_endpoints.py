@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import base64
+import struct
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
@@ -186,6 +188,18 @@ def test_a_visibility_timeout_sets_the_start_duration_and_deadline(http: TestCli
     [message] = receive(http, queue, 1, visibility_timeout_ms=4321)
     assert within(message["deadline_ms"], before_ms + 4321, int(time.time() * 1000) + 4321)
     assert markers_of(queue, message["partition"], message["offset"]) == [StartMarker(4321).encode()]
+
+
+def test_a_message_with_a_negative_redelivery_count_is_received_and_nacked(http: TestClient, queue: KmqConfig) -> None:
+    # given a message another Kafka producer wrote with a kmq-redelivery-count that reads as a negative int32
+    producer = Producer(queue.kafka_settings())
+    producer.produce(queue.queue_topic, b"odd", headers=[("kmq-redelivery-count", struct.pack(">i", -1))])
+    assert producer.flush(10) == 0
+    # when it is received, then nacked with the default backoff: a 200 each (the count reads as 0), never a 500
+    [message] = receive(http, queue, 1)
+    assert [r["status"] for r in settle(http, queue, "nack", [message["receipt"]])] == ["ok"]
+    backoff = StartMarker(queue.nack_delay_ms(0)).encode()
+    assert markers_of(queue, message["partition"], message["offset"])[-1] == backoff
 
 
 def test_a_long_poll_waits_then_answers_empty(http: TestClient, queue: KmqConfig) -> None:
