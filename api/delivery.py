@@ -87,7 +87,8 @@ class AsyncProducer:
     def __init__(self, config: KmqConfig, write_timeout_ms: int, name: str) -> None:
         settings = {**_DEFAULTS, **config.kafka_settings(), **_DURABLE, "message.timeout.ms": write_timeout_ms}
         self.bootstrap_servers = config.bootstrap_servers
-        self._producer = Producer(settings)
+        self.fatal_error: str | None = None  # set once librdkafka reports a fatal error: nothing is written again
+        self._producer = Producer({**settings, "error_cb": self._on_error})
         # librdkafka gives up on a record at message.timeout.ms; the margin covers the report's way back.
         self._timeout_s = write_timeout_ms / 1000 + 5.0
         self._stopping = threading.Event()
@@ -98,6 +99,8 @@ class AsyncProducer:
         """Each record's outcome, in order; BrokerUnavailableError when the reports do not come back in time."""
         if not records:
             return []
+        if self.fatal_error is not None:
+            raise BrokerUnavailableError(self.bootstrap_servers, f"this replica's producer failed: {self.fatal_error}")
         future: asyncio.Future[list[Outcome]] = asyncio.get_running_loop().create_future()
         batch = _Batch(len(records), future)
         # produce() only enqueues (librdkafka's asynchronous API): it runs on the loop until the local queue is
@@ -146,6 +149,14 @@ class AsyncProducer:
                 return True
             else:
                 return True
+
+    def _on_error(self, error: KafkaError) -> None:
+        """librdkafka's error events (served by the serving thread); a fatal one ends this producer for good."""
+        if error.fatal():
+            _log.error("producer to %s: fatal error: %s", self.bootstrap_servers, error.str())
+            self.fatal_error = self.fatal_error or error.str()
+        else:
+            _log.warning("producer to %s: %s", self.bootstrap_servers, error.str())
 
     def _serve(self) -> None:
         while not self._stopping.is_set():

@@ -1,4 +1,4 @@
-"""`GET /healthz` (the process answers), `/readyz` (Kafka reachable, topics in order), `/metrics` (Prometheus)."""
+"""`GET /healthz` (the process answers, can still write), `/readyz` (Kafka reachable, topics in order), `/metrics`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from api.deps import State
 from api.models import Health
 from api.problems import AsciiJSONResponse
+from api.state import ApiState
 from kmq.admin import check_topics
 from kmq.errors import KmqError
 
@@ -16,10 +17,11 @@ router = APIRouter(tags=["health"])
 READY_TIMEOUT_S = 2.0
 
 
-@router.get("/healthz")
-async def healthz() -> Health:
-    """Liveness: the process serves requests."""
-    return Health(status="ok")
+@router.get("/healthz", response_model=Health, responses={503: {"model": Health, "description": "restart me"}})
+async def healthz(state: State) -> Health | Response:
+    """Liveness: the process serves requests, and its producers can still write (a fatal error is for good)."""
+    broken = _broken_producer(state)
+    return _unready(broken) if broken else Health(status="ok")
 
 
 @router.get("/readyz", response_model=Health, responses={503: {"model": Health, "description": "not ready, and why"}})
@@ -27,6 +29,9 @@ async def readyz(state: State) -> Health | Response:
     """Readiness: every queue's topics exist on a reachable cluster, with equal partition counts."""
     if state.closing:
         return _unready("shutting down")
+    broken = _broken_producer(state)
+    if broken:
+        return _unready(broken)
     for queue in state.queues.values():
         try:
             await anyio.to_thread.run_sync(check_topics, queue.config, READY_TIMEOUT_S)
@@ -43,6 +48,13 @@ async def readyz(state: State) -> Health | Response:
 async def metrics(state: State) -> Response:
     """Prometheus metrics of this replica."""
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _broken_producer(state: ApiState) -> str | None:
+    for queue in state.queues.values():
+        if queue.producer.fatal_error is not None:
+            return f"the producer of {queue.name} failed: {queue.producer.fatal_error}"
+    return None
 
 
 def _unready(detail: str) -> AsciiJSONResponse:

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, Producer
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
+from api import delivery as api_delivery
 from api.app import create_app
 from api.config import ApiConfig
 from kmq.config import KmqConfig
 from kmq.embedded import EmbeddedKafka, KafkaCluster
 from kmq.errors import TopicMismatchError, TopicMissingError
-from tests.helpers import wait_for
+from kmq.markers import MarkerKey, StartMarker
+from tests.helpers import read_topic, wait_for
 
 AUTH = {"Authorization": "Bearer outage-key"}
 
@@ -78,3 +81,35 @@ def test_the_api_refuses_to_start_when_markers_and_queue_differ(kafka: KafkaClus
     kafka.create_topics({queue.queue_topic: 2, queue.markers_topic: 1, queue.dead_letter_topic: 1})
     with pytest.raises(TopicMismatchError, match="2"), TestClient(create_app(api_config(queue))):
         pass
+
+
+def test_a_fatal_producer_error_makes_the_replica_unhealthy_and_writes_nothing(
+    make_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # given an API whose idempotent producer hit a fatal error (librdkafka reports it once, to error_cb)
+    error_callbacks: list[Callable[[KafkaError], None]] = []
+
+    def recording_producer(settings: dict[str, Any]) -> Producer:
+        error_callbacks.append(settings["error_cb"])
+        return Producer(settings)
+
+    monkeypatch.setattr(api_delivery, "Producer", recording_producer)
+    queue: KmqConfig = make_config(partitions=1)
+    path = f"/v1/queues/{queue.queue_topic}"
+    with TestClient(create_app(api_config(queue)), headers=AUTH) as http:
+        assert http.post(f"{path}/messages", json={"messages": [{"value": "m"}]}).status_code == 200
+        [message] = http.post(f"{path}/receive", json={"wait_ms": 10_000}).json()["messages"]
+        for callback in error_callbacks:
+            callback(KafkaError(KafkaError._FATAL, "out of order sequence", fatal=True))
+        # then it can never write again: writes are 503 (retry elsewhere), not per-receipt failures, and the
+        # probes fail so the replica is taken out of service and restarted
+        ack = http.post(f"{path}/ack", json={"receipts": [message["receipt"]]})
+        assert ack.status_code == 503, ack.text
+        assert "out of order sequence" in ack.json()["detail"]
+        assert http.post(f"{path}/messages", json={"messages": [{"value": "n"}]}).status_code == 503
+        assert http.get("/healthz").status_code == 503
+        assert http.get("/readyz").status_code == 503
+    key = MarkerKey(message["partition"], message["offset"]).encode()
+    assert [r.value for r in read_topic(queue, queue.markers_topic, 1) if r.key == key] == [
+        StartMarker(queue.msg_timeout_ms).encode()
+    ]
