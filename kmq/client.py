@@ -23,6 +23,7 @@ from kmq.message import Message
 
 _log = logging.getLogger(__name__)
 Target = Message | MarkerKey
+_new_message = tuple.__new__
 
 
 class KmqClient:
@@ -67,7 +68,8 @@ class KmqClient:
             self._write_starts(records, keys, timeout_ms)  # 2. STARTs, acks=all.
             self._commit(records, offsets)  # 3. Commit the batch's offsets.
         # 4. Hand the messages to the application.
-        return [_message(record, deadline_ms) for record in records]
+        topic = self.config.queue_topic
+        return [_message(record, topic, deadline_ms) for record in records]
 
     def processed(self, msg: Target) -> None:
         """5. The message is done: write END without waiting (a lost END only costs a redelivery)."""
@@ -205,14 +207,15 @@ def _next_offsets(topic: str, keys: Sequence[MarkerKey]) -> list[TopicPartition]
     return [TopicPartition(topic, partition, offset + 1) for partition, offset in highest.items()]
 
 
-def _message(record: KafkaMessage, deadline_ms: int) -> Message:
-    # Once per message: positional arguments, and no header parsing when there are none (the common case).
+def _message(record: KafkaMessage, topic: str, deadline_ms: int) -> Message:
+    # Once per message: tuple.__new__ builds the Message without a Python-level __new__ call, and there is no
+    # header parsing when there are none (the common case).
     raw = record.headers()
     headers = h.from_kafka(raw) if raw else []
-    return Message(
+    fields = (
         record.value(),
         record.key(),
-        record.topic() or "",
+        topic,
         record.partition() or 0,
         record.offset() or 0,
         record.timestamp()[1],
@@ -220,3 +223,4 @@ def _message(record: KafkaMessage, deadline_ms: int) -> Message:
         deadline_ms,
         headers,
     )
+    return _new_message(Message, fields)
