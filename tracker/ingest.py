@@ -41,10 +41,18 @@ class MarkersIngest:
         self.partitions: dict[int, PartitionState] = {}
         self.joined = False  # True once the group gave this replica an assignment (possibly empty)
         self._committed: dict[int, int] = {}
+        # The user's consumer settings are the workers' too, so those the protocol depends on are pinned over them:
+        # a new tracker group reads M from its beginning (with `latest` it would skip every START written before
+        # it first ran), and nothing but `_commit` moves the committed offset past a pending START.
         settings = consumer_settings(
-            config.kmq, config.group_id, enable_partition_eof=True, isolation_level=config.isolation_level
+            config.kmq,
+            config.group_id,
+            enable_partition_eof=True,
+            isolation_level=config.isolation_level,
+            auto_offset_reset="earliest",
+            enable_auto_offset_store=False,
         )
-        self._consumer = Consumer({**settings, **_PREFETCH, **config.kmq.consumer_kafka_config})
+        self._consumer = Consumer({**_PREFETCH, **settings})
 
     def subscribe(self) -> None:
         self._consumer.subscribe([self._topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost)

@@ -266,3 +266,19 @@ def test_transactional_mode_reads_committed_markers(make_config: MakeConfig) -> 
         (m.partition, m.offset) for m in first
     )
     assert {c.redelivery_count for c in copies} == {1}
+
+
+def test_markers_written_before_a_new_tracker_group_are_tracked_whatever_the_workers_reset(
+    make_config: MakeConfig,
+) -> None:
+    # given workers configured to start a new group at the end of the queue (consumer settings are shared) ...
+    config = make_config(partitions=1, msg_timeout_ms=600_000, consumer_kafka_config={"auto.offset.reset": "latest"})
+    send(config, 1, partition=0)
+    # ... and a START, due at once, written before any tracker ever ran (its group has no committed offset)
+    markers = Producer(config.kafka_settings())
+    markers.produce(config.markers_topic, StartMarker(0).encode(), MarkerKey(0, 0).encode(), partition=0)
+    assert markers.flush(10) == 0
+    # when a tracker starts, then it reads the markers topic from its beginning and redelivers the message
+    with running_tracker(config) as tracker:
+        wait_for(lambda: metric(tracker, "kmq_redeliveries_total") == 1, 20, what="the redelivery")
+        wait_for(lambda: pending(tracker) == 0, 10, what="its END read back")
