@@ -27,13 +27,13 @@ def encode_count(count: int) -> bytes:
 
 
 def decode_count(data: bytes | None) -> int:
-    """Read both encodings of the redelivery count; anything else counts as 0."""
+    """Read both encodings of the redelivery count; anything else, a negative int32 included, counts as 0."""
     if data is None:
         return 0
     if len(data) == 1:
         return data[0]
     if len(data) == 4:
-        return int(_INT32.unpack(data)[0])
+        return max(0, int(_INT32.unpack(data)[0]))
     return 0
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import anyio.to_thread
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Request, Response, status
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.deps import State
@@ -18,9 +18,12 @@ READY_TIMEOUT_S = 2.0
 
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health, "description": "restart me"}})
-async def healthz(state: State) -> Health | Response:
-    """Liveness: the process serves requests, and its producers can still write (a fatal error is for good)."""
-    broken = _broken_producer(state)
+async def healthz(request: Request) -> Health | Response:
+    """Liveness: the process serves requests, and its producers can still write (a fatal error is for good).
+
+    It needs nothing from Kafka: before the lifespan has connected there is no state, and the process is alive."""
+    state: ApiState | None = getattr(request.state, "kmq", None)
+    broken = _broken_producer(state) if state is not None else None
     return _unready(broken) if broken else Health(status="ok")
 
 

@@ -24,6 +24,8 @@ def test_count_round_trips(count: int) -> None:
 def test_unreadable_count_is_zero() -> None:
     assert h.decode_count(None) == 0
     assert h.decode_count(b"\x00\x01") == 0
+    # Any producer can write four bytes that read as a negative int32: never a negative count.
+    assert h.decode_count(struct.pack(">i", -(2**31))) == 0
 
 
 def test_first_redelivery_keeps_headers_and_records_the_original_offset() -> None:
