@@ -8,9 +8,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from kmq.config import KmqConfig
 from kmq.errors import DeliveryError, MarkerWriteError
-from kmq.kafka import producer_settings
-from kmq.marker_writer import MarkerWriter
-from kmq.markers import MarkerKey
+from kmq.kafka import marker_producer_settings
+from kmq.marker_writer import Offsets, StartWriter, first_of
 
 
 class TransactionalStarts:
@@ -19,25 +18,25 @@ class TransactionalStarts:
     def __init__(self, config: KmqConfig, consumer: Consumer) -> None:
         self.config = config
         self._consumer = consumer
-        settings = producer_settings(config, transactional_id=f"{config.group_id}-{uuid.uuid4().hex}")
+        settings = marker_producer_settings(config, transactional_id=f"{config.group_id}-{uuid.uuid4().hex}")
         producer = Producer(settings)
         producer.init_transactions(30.0)
-        self._writer = MarkerWriter(config, producer)
+        self._writer = StartWriter(config, producer)
 
     def starts_and_commit(
-        self, keys: list[MarkerKey], offsets: list[TopicPartition], redeliver_after_ms: int, timeout_s: float
+        self, offsets: Offsets, commit: list[TopicPartition], redeliver_after_ms: int, timeout_s: float
     ) -> None:
         """On failure the transaction is aborted and MarkerWriteError raised."""
         producer = self._writer.producer
         producer.begin_transaction()
         try:
-            group = self._writer.produce_starts(keys, redeliver_after_ms)
-            producer.send_offsets_to_transaction(offsets, self._consumer.consumer_group_metadata(), timeout_s)
+            failures = self._writer.produce(offsets, redeliver_after_ms)
+            producer.send_offsets_to_transaction(commit, self._consumer.consumer_group_metadata(), timeout_s)
             producer.commit_transaction(timeout_s)
-            group.wait(producer, timeout_s)
+            self._writer.wait(failures, timeout_s)
         except (KafkaException, DeliveryError) as e:
             self._abort(timeout_s)
-            raise MarkerWriteError(self.config.markers_topic, keys[0].partition, keys[0].offset, str(e)) from e
+            raise MarkerWriteError(self.config.markers_topic, *first_of(offsets), str(e)) from e
 
     def flush(self, timeout_s: float) -> int:
         return self._writer.flush(timeout_s)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from types import TracebackType
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -17,13 +17,12 @@ from kmq.config import KmqConfig
 from kmq.delivery import DeliveryGroup
 from kmq.errors import ClientClosedError, CommitError, DeliveryError, KmqError, MarkerWriteError
 from kmq.kafka import consumer_settings, produce
-from kmq.marker_writer import MarkerWriter
+from kmq.marker_writer import MarkerWriter, StartWriter, first_of
 from kmq.markers import MarkerKey
-from kmq.message import Message
+from kmq.message import Message, Offsets, from_records
 
 _log = logging.getLogger(__name__)
 Target = Message | MarkerKey
-_new_message = tuple.__new__
 
 
 class KmqClient:
@@ -42,6 +41,7 @@ class KmqClient:
         self._consumer.subscribe([config.queue_topic])
         self._markers = MarkerWriter(config)
         self._transactions = TransactionalStarts(config, self._consumer) if config.transactional else None
+        self._starts = StartWriter(config) if self._transactions is None else None
         self._closed = False
 
     def receive(
@@ -59,17 +59,16 @@ class KmqClient:
         timeout_ms = self.config.msg_timeout_ms if msg_timeout_ms is None else msg_timeout_ms
         # The tracker's deadline is the marker's timestamp + timeout; the clock before producing is a safe estimate.
         deadline_ms = time.time_ns() // 1_000_000 + timeout_ms
-        keys = [MarkerKey(r.partition() or 0, r.offset() or 0) for r in records]
-        offsets = _next_offsets(self.config.queue_topic, keys)
+        messages, offsets = from_records(records, self.config.queue_topic, deadline_ms)
+        commit = _next_offsets(self.config.queue_topic, offsets)
         if self._transactions is not None:
             # 2+3. STARTs and the offset commit in one transaction.
-            self._in_transaction(records, keys, offsets, timeout_ms)
+            self._in_transaction(offsets, commit, timeout_ms)
         else:
-            self._write_starts(records, keys, timeout_ms)  # 2. STARTs, acks=all.
-            self._commit(records, offsets)  # 3. Commit the batch's offsets.
+            self._write_starts(offsets, timeout_ms)  # 2. STARTs, acks=all.
+            self._commit(offsets, commit)  # 3. Commit the batch's offsets.
         # 4. Hand the messages to the application.
-        topic = self.config.queue_topic
-        return [_message(record, topic, deadline_ms) for record in records]
+        return messages
 
     def processed(self, msg: Target) -> None:
         """5. The message is done: write END without waiting (a lost END only costs a redelivery)."""
@@ -151,41 +150,35 @@ class KmqClient:
                 _log.warning("consuming %s: %s", self.config.queue_topic, error.str())
         return records
 
-    def _write_starts(self, records: list[KafkaMessage], keys: list[MarkerKey], timeout_ms: int) -> None:
+    def _write_starts(self, offsets: Offsets, timeout_ms: int) -> None:
+        assert self._starts is not None
         try:
-            self._markers.starts_and_wait(keys, timeout_ms, self._marker_timeout_s)
+            self._starts.wait(self._starts.produce(offsets, timeout_ms), self._marker_timeout_s)
         except DeliveryError as e:
-            self._rewind(records)
-            first = keys[0]
-            raise MarkerWriteError(self.config.markers_topic, first.partition, first.offset, str(e)) from e
+            self._rewind(offsets)
+            raise MarkerWriteError(self.config.markers_topic, *first_of(offsets), str(e)) from e
 
-    def _commit(self, records: list[KafkaMessage], offsets: list[TopicPartition]) -> None:
+    def _commit(self, offsets: Offsets, commit: list[TopicPartition]) -> None:
         try:
-            self._consumer.commit(offsets=offsets, asynchronous=False)
+            self._consumer.commit(offsets=commit, asynchronous=False)
         except KafkaException as e:
             # The STARTs are written: the tracker redelivers this batch if nobody acknowledges it.
-            self._rewind(records)
+            self._rewind(offsets)
             raise CommitError(f"committing {self.config.queue_topic} offsets failed: {e}") from e
 
-    def _in_transaction(
-        self, records: list[KafkaMessage], keys: list[MarkerKey], offsets: list[TopicPartition], timeout_ms: int
-    ) -> None:
+    def _in_transaction(self, offsets: Offsets, commit: list[TopicPartition], timeout_ms: int) -> None:
         assert self._transactions is not None
         try:
-            self._transactions.starts_and_commit(keys, offsets, timeout_ms, self._marker_timeout_s)
+            self._transactions.starts_and_commit(offsets, commit, timeout_ms, self._marker_timeout_s)
         except KmqError:
-            self._rewind(records)
+            self._rewind(offsets)
             raise
 
-    def _rewind(self, records: list[KafkaMessage]) -> None:
+    def _rewind(self, offsets: Offsets) -> None:
         """Seek back to the first offset of the failed batch in each partition, so it is read again."""
-        first: dict[int, int] = {}
-        for record in records:
-            partition, offset = record.partition() or 0, record.offset() or 0
-            first[partition] = min(offset, first.get(partition, offset))
-        for partition, offset in first.items():
+        for partition, partition_offsets in offsets.items():
             try:
-                self._consumer.seek(TopicPartition(self.config.queue_topic, partition, offset))
+                self._consumer.seek(TopicPartition(self.config.queue_topic, partition, min(partition_offsets)))
             except KafkaException as e:
                 # Not assigned any more: the new owner reads from the last committed offset anyway.
                 _log.info("could not rewind %s[%d]: %s", self.config.queue_topic, partition, e)
@@ -199,28 +192,6 @@ def _key(msg: Target) -> MarkerKey:
     return msg.marker_key if isinstance(msg, Message) else msg
 
 
-def _next_offsets(topic: str, keys: Sequence[MarkerKey]) -> list[TopicPartition]:
+def _next_offsets(topic: str, offsets: Offsets) -> list[TopicPartition]:
     """The offsets to commit: one past the highest received, per partition."""
-    highest: dict[int, int] = {}
-    for key in keys:
-        highest[key.partition] = max(key.offset, highest.get(key.partition, -1))
-    return [TopicPartition(topic, partition, offset + 1) for partition, offset in highest.items()]
-
-
-def _message(record: KafkaMessage, topic: str, deadline_ms: int) -> Message:
-    # Once per message: tuple.__new__ builds the Message without a Python-level __new__ call, and there is no
-    # header parsing when there are none (the common case).
-    raw = record.headers()
-    headers = h.from_kafka(raw) if raw else []
-    fields = (
-        record.value(),
-        record.key(),
-        topic,
-        record.partition() or 0,
-        record.offset() or 0,
-        record.timestamp()[1],
-        h.redelivery_count(headers) if headers else 0,
-        deadline_ms,
-        headers,
-    )
-    return _new_message(Message, fields)
+    return [TopicPartition(topic, partition, max(received) + 1) for partition, received in offsets.items()]

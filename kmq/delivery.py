@@ -1,4 +1,4 @@
-"""Waiting for a group of produced records to be acknowledged."""
+"""Waiting for produced records to be acknowledged: all their reports (`DeliveryGroup`), or failures only."""
 
 from __future__ import annotations
 
@@ -35,13 +35,6 @@ class DeliveryGroup:
         self.outstanding += 1
         return functools.partial(self._report, index)
 
-    def counted(self) -> DeliveryCallback:
-        """The callback for a record whose failure matters but whose result does not (nothing lands in `results`).
-
-        One bound method for every record: no per-record object, which matters for the client's START markers."""
-        self.outstanding += 1
-        return self._count
-
     def wait(self, producer: Producer, timeout_s: float) -> None:
         """Serve delivery reports until every record is acknowledged; raise on the first failure or at the deadline."""
         deadline = time.monotonic() + timeout_s
@@ -53,11 +46,6 @@ class DeliveryGroup:
         if self.outstanding > 0:
             raise DeliveryError("(batch)", None, f"{self.outstanding} records not acknowledged within {timeout_s}s")
 
-    def _count(self, error: KafkaError | None, message: KafkaMessage) -> None:
-        self.outstanding -= 1
-        if error is not None:
-            self.failures.append(DeliveryError(message.topic() or "", message.partition(), error.str()))
-
     def _report(self, index: int, error: KafkaError | None, message: KafkaMessage) -> None:
         self.outstanding -= 1
         topic = message.topic() or ""
@@ -65,3 +53,28 @@ class DeliveryGroup:
             self.failures.append(DeliveryError(topic, message.partition(), error.str()))
             return
         self.results[index] = Delivered(topic, message.partition() or 0, message.offset() or 0)
+
+
+class Failures:
+    """Collects the failed deliveries of the records produced with `report` as their callback.
+
+    For producers with `delivery.report.only.error`: a success reports nothing, so success is the producer's
+    `flush()` returning 0 with nothing collected here. One instance per unit of work (e.g. a batch of START
+    markers), so that a late failure of an earlier unit is never taken for one of this unit.
+    """
+
+    __slots__ = ("errors",)
+
+    def __init__(self) -> None:
+        self.errors: list[DeliveryError] = []
+
+    def report(self, error: KafkaError | None, message: KafkaMessage) -> None:
+        if error is not None:
+            self.errors.append(DeliveryError(message.topic() or "", message.partition(), error.str()))
+
+    def check(self, remaining: int, timeout_s: float) -> None:
+        """After `flush(timeout_s)` returned `remaining`: raise the first failure, or a timeout when any remain."""
+        if self.errors:
+            raise self.errors[0]
+        if remaining > 0:
+            raise DeliveryError("(batch)", None, f"{remaining} records not acknowledged within {timeout_s}s")

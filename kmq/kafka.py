@@ -28,6 +28,12 @@ def producer_settings(config: KmqConfig, **extra: KafkaValue) -> KafkaSettings:
     return {**_PRODUCER_DEFAULTS, **admin_settings(config), **_dotted(extra), "acks": "all"}
 
 
+def marker_producer_settings(config: KmqConfig, **extra: KafkaValue) -> KafkaSettings:
+    """`producer_settings` for a producer of markers: delivery reports for failures only, so a marker acknowledged
+    costs no Python callback (confluent-kafka still frees each record's state in C)."""
+    return producer_settings(config, delivery_report_only_error=True, **extra)
+
+
 def consumer_settings(config: KmqConfig, group_id: str, **extra: KafkaValue) -> KafkaSettings:
     """A consumer in `group_id` that never commits on its own: kmq commits explicitly."""
     return {

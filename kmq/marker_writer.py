@@ -1,26 +1,82 @@
-"""`MarkerWriter`: produces START and END markers to the markers partition aligned with the message's."""
+"""Producing START and END markers to the markers partition aligned with the message's (PROTOCOL.md).
+
+Two writers, each on a producer of its own: `StartWriter` for the STARTs of a received batch, which the client waits
+for, and `MarkerWriter` for the fire-and-forget ones (END, nack, extend). A failure of the one can never be taken for a
+failure of the other.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka import Message as KafkaMessage
 
 from kmq.config import KmqConfig
-from kmq.delivery import DeliveryGroup
+from kmq.delivery import Failures
 from kmq.errors import DeliveryError
-from kmq.kafka import DeliveryCallback, produce, producer_settings
+from kmq.kafka import DeliveryCallback, marker_producer_settings, produce, producer_settings
 from kmq.markers import EndMarker, MarkerKey, StartMarker, encode_key
 
 _log = logging.getLogger(__name__)
 _END = EndMarker().encode()
+_ROOM_WAIT_S = 0.05
+Offsets = Mapping[int, Sequence[int]]  # queue partition -> offsets of the batch's messages in it
+
+
+class StartWriter:
+    """Writes the START markers of a batch and waits until every one is acknowledged (step 2 of the client flow).
+
+    Its producer carries nothing but these batches, one at a time, so `flush()` returning 0 means the whole batch is
+    durable; successes report nothing (`delivery.report.only.error`: no Python callback per record) and each batch
+    collects its failures in a `Failures` of its own. The records of a partition go to librdkafka in one
+    `produce_batch` call.
+    """
+
+    def __init__(self, config: KmqConfig, producer: Producer | None = None) -> None:
+        self.config = config
+        self._topic = config.markers_topic
+        self.producer = producer if producer is not None else Producer(marker_producer_settings(config))
+
+    def produce(self, offsets: Offsets, redeliver_after_ms: int) -> Failures:
+        """Queue a START per offset; DeliveryError when librdkafka refuses one at once (e.g. no such partition)."""
+        failures = Failures()
+        value = StartMarker(redeliver_after_ms).encode()
+        for partition, partition_offsets in offsets.items():
+            records = [{"key": encode_key(partition, offset), "value": value} for offset in partition_offsets]
+            self._produce_batch(partition, records, failures.report)
+        return failures
+
+    def wait(self, failures: Failures, timeout_s: float) -> None:
+        """Wait until the batch is acknowledged; DeliveryError for its first failure or at the deadline."""
+        failures.check(self.producer.flush(timeout_s), timeout_s)
+
+    def flush(self, timeout_s: float) -> int:
+        return self.producer.flush(timeout_s)
+
+    def _produce_batch(self, partition: int, records: list[dict[str, Any]], callback: DeliveryCallback) -> None:
+        while records:
+            queued = self.producer.produce_batch(self._topic, records, partition=partition, on_delivery=callback)
+            if queued == len(records):
+                return
+            records = self._refused(partition, records)
+
+    def _refused(self, partition: int, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The records to offer again once the local queue has room; DeliveryError for any other refusal."""
+        refused = [record for record in records if "_error" in record]
+        for record in refused:
+            error: KafkaError = record["_error"]
+            if error.code() != KafkaError._QUEUE_FULL:
+                raise DeliveryError(self._topic, partition, error.str())
+        self.producer.poll(_ROOM_WAIT_S)
+        return [{"key": record["key"], "value": record["value"]} for record in refused]
 
 
 class MarkerWriter:
-    """Writes markers for one queue. END, nack and extend markers are fire-and-forget: a lost one only costs a
-    redelivery, so failures are logged and counted in `failed_markers`, never raised. Thread-safe."""
+    """Writes END, nack and extend markers. They are fire-and-forget: a lost one only costs a redelivery, so failures
+    are logged and counted in `failed_markers`, never raised. Thread-safe."""
 
     def __init__(self, config: KmqConfig, producer: Producer | None = None) -> None:
         self.config = config
@@ -28,54 +84,48 @@ class MarkerWriter:
         self.producer = producer if producer is not None else Producer(producer_settings(config))
         self.failed_markers = 0
 
-    def start(self, key: MarkerKey, redeliver_after_ms: int, on_delivery: DeliveryCallback | None = None) -> None:
-        """Produce a START (also used for nack and extend: the newest START of a key wins)."""
+    def start(self, key: MarkerKey, redeliver_after_ms: int) -> None:
+        """Produce a START (nack and extend: the newest START of a key wins)."""
         value = StartMarker(redeliver_after_ms).encode()
-        self._produce(key.partition, key.encode(), value, on_delivery or self._on_marker_delivery)
-        self.producer.poll(0)
+        self._produce(key.partition, key.encode(), value)
 
     def end(self, key: MarkerKey) -> None:
         """Produce an END without waiting for it."""
-        self.end_at(key.partition, key.offset)
+        self._produce(key.partition, key.encode(), _END)
 
     def end_at(self, partition: int, offset: int) -> None:
         """`end` for the message at (partition, offset): the per-message path of `processed()`, no MarkerKey built."""
-        self._produce(partition, encode_key(partition, offset), _END, self._on_marker_delivery)
-        self.producer.poll(0)  # serve delivery reports as we go, so they never pile up
-
-    def starts_and_wait(self, keys: Sequence[MarkerKey], redeliver_after_ms: int, timeout_s: float) -> None:
-        """Produce a START per key and wait until all are acknowledged; DeliveryError when any failed."""
-        self.produce_starts(keys, redeliver_after_ms).wait(self.producer, timeout_s)
-
-    def produce_starts(self, keys: Sequence[MarkerKey], redeliver_after_ms: int) -> DeliveryGroup:
-        """Produce a START per key; a record refused at once (e.g. no such partition) raises DeliveryError."""
-        group = DeliveryGroup()
-        value = StartMarker(redeliver_after_ms).encode()
-        for key in keys:
-            try:
-                self._produce(key.partition, key.encode(), value, group.counted())
-            except KafkaException as e:
-                raise DeliveryError(self.config.markers_topic, key.partition, str(e.args[0].str())) from e
-        self.producer.poll(0)
-        return group
+        self._produce(partition, encode_key(partition, offset), _END)
 
     def flush(self, timeout_s: float = 30.0) -> int:
         """Wait for markers in flight; the number still unacknowledged at the deadline."""
         return self.producer.flush(timeout_s)
 
-    def _produce(self, partition: int, key: bytes, value: bytes, callback: DeliveryCallback) -> None:
+    def _produce(self, partition: int, key: bytes, value: bytes) -> None:
         """To the markers partition of the message's partition; the direct call first (this runs once per marker)."""
         try:
-            self.producer.produce(self._topic, value, key, partition=partition, on_delivery=callback)
+            self.producer.produce(self._topic, value, key, partition=partition, on_delivery=self._on_failure)
         except BufferError:
-            produce(self.producer, self._topic, value, key, partition=partition, on_delivery=callback)
+            produce(self.producer, self._topic, value, key, partition=partition, on_delivery=self._on_failure)
+        except KafkaException as e:  # refused at once (e.g. no such partition): as lost as a failed delivery
+            self._failed(partition, e.args[0].str())
+        self.producer.poll(0)  # serve delivery reports as we go, so they never pile up
 
-    def _on_marker_delivery(self, error: KafkaError | None, message: KafkaMessage) -> None:
+    def _on_failure(self, error: KafkaError | None, message: KafkaMessage) -> None:
         if error is not None:
-            self.failed_markers += 1
-            _log.warning(
-                "marker for %s[%s] was not written (%s); the message may be redelivered",
-                self.config.queue_topic,
-                message.partition(),
-                error.str(),
-            )
+            self._failed(message.partition(), error.str())
+
+    def _failed(self, partition: int | None, detail: str) -> None:
+        self.failed_markers += 1
+        _log.warning(
+            "marker for %s[%s] was not written (%s); the message may be redelivered",
+            self.config.queue_topic,
+            partition,
+            detail,
+        )
+
+
+def first_of(offsets: Offsets) -> tuple[int, int]:
+    """(partition, offset) of the first message of a batch: what a MarkerWriteError names."""
+    partition, partition_offsets = next(iter(offsets.items()))
+    return partition, partition_offsets[0]

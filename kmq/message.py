@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
+from confluent_kafka import Message as KafkaMessage
+
+from kmq import headers as h
 from kmq.headers import Headers
 from kmq.markers import MarkerKey
 
@@ -47,3 +51,37 @@ class Message(_Fields):
     @property
     def marker_key(self) -> MarkerKey:
         return MarkerKey(self.partition, self.offset)
+
+
+_new_message = tuple.__new__
+Offsets = dict[int, list[int]]  # queue partition -> offsets, in the order received
+
+
+def from_records(records: Iterable[KafkaMessage], topic: str, deadline_ms: int) -> tuple[list[Message], Offsets]:
+    """The Messages of a polled batch, and their offsets by partition (for the markers, the commit and a rewind).
+
+    Runs once per message received: one pass, the fields read once, `tuple.__new__` rather than `Message(...)`, and
+    no header parsing when there are none (the common case)."""
+    messages: list[Message] = []
+    offsets: Offsets = {}
+    for record in records:
+        partition, offset, raw = record.partition() or 0, record.offset() or 0, record.headers()
+        headers = h.from_kafka(raw) if raw else []
+        count = h.redelivery_count(headers) if headers else 0
+        fields = (
+            record.value(),
+            record.key(),
+            topic,
+            partition,
+            offset,
+            record.timestamp()[1],
+            count,
+            deadline_ms,
+            headers,
+        )
+        messages.append(_new_message(Message, fields))
+        try:
+            offsets[partition].append(offset)
+        except KeyError:
+            offsets[partition] = [offset]
+    return messages, offsets

@@ -115,6 +115,38 @@ def test_a_failed_marker_write_commits_nothing_and_raises(cluster: Any) -> None:
         client.close()
 
 
+def test_a_batch_larger_than_the_producer_queue_still_gets_every_start(make_config: MakeConfig) -> None:
+    # librdkafka takes 10 records at a time here: the STARTs of the batch are offered again as room frees up.
+    config = make_config(kafka_config={"queue.buffering.max.messages": 10})
+    send(config, 50)
+    with KmqClient(config) as client:
+        received = receive_all(client, 50)
+    on_topic = markers(config)
+    assert sorted((r.partition, r.key) for r in on_topic) == sorted(
+        (m.partition, m.marker_key.encode()) for m in received
+    )
+    assert {r.value for r in on_topic} == {StartMarker(config.msg_timeout_ms).encode()}
+    assert sum(max(offset, 0) for offset in committed_offsets(config, 4).values()) == 50
+
+
+def test_a_failed_end_is_counted_and_never_fails_a_batch(cluster: Any) -> None:
+    # The markers topic has one partition: an END for queue partition 1 cannot be written, STARTs for 0 can.
+    config = cluster.config(f"t-end-fails-{uuid.uuid4().hex[:8]}")
+    cluster.create_topics({config.queue_topic: 2, config.markers_topic: 1, config.dead_letter_topic: 1})
+    send(config, 5, partition=0)
+    client = KmqClient(config, check=False, marker_timeout_s=10)
+    try:
+        client.processed(MarkerKey(1, 0))  # refused at once, or failed once librdkafka learns the partitions
+        assert len(receive_all(client, 5)) == 5
+        client.flush()
+        assert client.failed_markers == 1
+        received_again = client.receive(max_messages=5, timeout_s=0.5)
+    finally:
+        client.close()
+    assert received_again == []
+    assert committed_offsets(config, 2)[0] == 5
+
+
 def test_processed_writes_end(make_config: MakeConfig) -> None:
     config = make_config()
     send(config, 2)

@@ -1,0 +1,104 @@
+"""The START writer's batching and failure accounting, against a stand-in for librdkafka's producer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError
+
+from kmq.config import KmqConfig
+from kmq.delivery import Failures
+from kmq.errors import DeliveryError
+from kmq.marker_writer import StartWriter, first_of
+from kmq.markers import MarkerKey, StartMarker
+
+CONFIG = KmqConfig(bootstrap_servers="localhost:9", queue_topic="q")
+
+
+class FakeMessage:
+    def __init__(self, partition: int) -> None:
+        self._partition = partition
+
+    def topic(self) -> str:
+        return "q__markers"
+
+    def partition(self) -> int:
+        return self._partition
+
+
+class FakeProducer:
+    """Queues at most `room` records per produce_batch call (librdkafka's queue.buffering.max.messages)."""
+
+    def __init__(self, room: int = 1_000, refuse_with: int | None = None) -> None:
+        self.room, self.refuse_with = room, refuse_with
+        self.batches: list[tuple[str, int, list[dict[str, Any]]]] = []
+        self.polls = 0
+
+    def produce_batch(self, topic: str, records: list[dict[str, Any]], partition: int, on_delivery: Any) -> int:
+        self.batches.append((topic, partition, [dict(r) for r in records]))
+        for index, record in enumerate(records):
+            if index >= self.room or self.refuse_with is not None:
+                record["_error"] = KafkaError(self.refuse_with or KafkaError._QUEUE_FULL)
+        return len([r for r in records if "_error" not in r])
+
+    def poll(self, timeout: float) -> int:
+        self.polls += 1
+        return 0
+
+    def flush(self, timeout: float) -> int:
+        return 0
+
+
+def test_one_produce_batch_per_partition_with_keys_and_the_start_value() -> None:
+    producer = FakeProducer()
+    StartWriter(CONFIG, producer).produce({2: [7, 8], 0: [3]}, 4321)  # type: ignore[arg-type]  # a stand-in
+    value = StartMarker(4321).encode()
+    assert producer.batches == [
+        (
+            "q__markers",
+            2,
+            [{"key": MarkerKey(2, 7).encode(), "value": value}, {"key": MarkerKey(2, 8).encode(), "value": value}],
+        ),
+        ("q__markers", 0, [{"key": MarkerKey(0, 3).encode(), "value": value}]),
+    ]
+
+
+def test_records_refused_for_a_full_queue_are_offered_again_after_serving_reports() -> None:
+    producer = FakeProducer(room=2)
+    StartWriter(CONFIG, producer).produce({1: [10, 11, 12, 13, 14]}, 100)  # type: ignore[arg-type]  # a stand-in
+    offered = [[MarkerKey.decode(r["key"]).offset for r in records] for _, _, records in producer.batches]
+    assert offered == [[10, 11, 12, 13, 14], [12, 13, 14], [14]]
+    assert producer.polls == 2
+    assert all("_error" not in r for _, _, records in producer.batches for r in records)
+
+
+def test_any_other_refusal_is_a_delivery_error_naming_the_partition() -> None:
+    producer = FakeProducer(refuse_with=KafkaError._UNKNOWN_PARTITION)
+    with pytest.raises(DeliveryError, match=r"q__markers\[3\]"):
+        StartWriter(CONFIG, producer).produce({3: [0]}, 100)  # type: ignore[arg-type]  # a stand-in
+
+
+def test_a_batch_fails_on_its_own_failures_only() -> None:
+    writer = StartWriter(CONFIG, FakeProducer())  # type: ignore[arg-type]  # a stand-in
+    earlier, current = writer.produce({0: [1]}, 100), writer.produce({0: [2]}, 100)
+    earlier.report(KafkaError(KafkaError._MSG_TIMED_OUT), FakeMessage(0))  # type: ignore[arg-type]  # a stand-in
+    writer.wait(current, 1.0)
+    with pytest.raises(DeliveryError, match="timed out"):
+        writer.wait(earlier, 1.0)
+
+
+def test_failures_check_raises_the_first_failure_then_a_timeout() -> None:
+    failures = Failures()
+    failures.check(0, 1.0)
+    with pytest.raises(DeliveryError, match=r"3 records not acknowledged within 1\.0s"):
+        failures.check(3, 1.0)
+    failures.report(None, FakeMessage(0))  # type: ignore[arg-type]  # a success reports nothing
+    failures.report(KafkaError(KafkaError._MSG_TIMED_OUT), FakeMessage(2))  # type: ignore[arg-type]
+    failures.report(KafkaError(KafkaError._UNKNOWN_PARTITION), FakeMessage(3))  # type: ignore[arg-type]
+    with pytest.raises(DeliveryError, match=r"q__markers\[2\]"):
+        failures.check(0, 1.0)
+
+
+def test_first_of_names_the_first_message_of_a_batch() -> None:
+    assert first_of({3: [40, 41], 1: [7]}) == (3, 40)
