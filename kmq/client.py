@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from types import TracebackType
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
 from kmq import headers as h
@@ -16,7 +17,7 @@ from kmq.admin import check_topics
 from kmq.config import KmqConfig
 from kmq.delivery import DeliveryGroup
 from kmq.errors import ClientClosedError, CommitError, DeliveryError, KmqError, MarkerWriteError
-from kmq.kafka import consumer_settings, produce
+from kmq.kafka import consumer_settings, produce, producer_settings
 from kmq.marker_writer import MarkerWriter, StartWriter, first_of
 from kmq.markers import MarkerKey
 from kmq.message import Message, Offsets, from_records
@@ -42,6 +43,8 @@ class KmqClient:
         self._markers = MarkerWriter(config)
         self._transactions = TransactionalStarts(config, self._consumer) if config.transactional else None
         self._starts = StartWriter(config) if self._transactions is None else None
+        self._lock = threading.Lock()
+        self._dead_letters: Producer | None = None
         self._closed = False
 
     def receive(
@@ -52,6 +55,7 @@ class KmqClient:
         `msg_timeout_ms` overrides the configured time the application has before a redelivery.
         """
         self._check_open()
+        self._markers.serve()  # the fire-and-forget markers' failure reports, once per batch
         # 1. Poll up to max_messages from Q.
         records = self._poll(max_messages, timeout_s)
         if not records:
@@ -97,7 +101,7 @@ class KmqClient:
         self._check_open()
         dead_headers = h.dead_letter(msg.headers, msg.topic, msg.partition, msg.offset, f"rejected: {reason}")
         group = DeliveryGroup()
-        producer = self._markers.producer
+        producer = self._dead_letter_producer()
         produce(
             producer, self.config.dead_letter_topic, msg.value, msg.key, dead_headers, on_delivery=group.callback(0)
         )
@@ -182,6 +186,13 @@ class KmqClient:
             except KafkaException as e:
                 # Not assigned any more: the new owner reads from the last committed offset anyway.
                 _log.info("could not rewind %s[%d]: %s", self.config.queue_topic, partition, e)
+
+    def _dead_letter_producer(self) -> Producer:
+        """Made on the first reject, which waits for its record's success: the marker producers report failures only."""
+        with self._lock:
+            if self._dead_letters is None:
+                self._dead_letters = Producer(producer_settings(self.config))
+            return self._dead_letters
 
     def _check_open(self) -> None:
         if self._closed:

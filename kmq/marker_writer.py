@@ -1,8 +1,8 @@
 """Producing START and END markers to the markers partition aligned with the message's (PROTOCOL.md).
 
-Two writers, each on a producer of its own: `StartWriter` for the STARTs of a received batch, which the client waits
-for, and `MarkerWriter` for the fire-and-forget ones (END, nack, extend). A failure of the one can never be taken for a
-failure of the other.
+Two writers, each on a producer of its own, both with `delivery.report.only.error` (a success costs no Python
+callback): `StartWriter` for the STARTs of a received batch, which the client waits for, and `MarkerWriter` for the
+fire-and-forget ones (END, nack, extend). A failure of the one can never be taken for a failure of the other.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from confluent_kafka import Message as KafkaMessage
 from kmq.config import KmqConfig
 from kmq.delivery import Failures
 from kmq.errors import DeliveryError
-from kmq.kafka import DeliveryCallback, marker_producer_settings, produce, producer_settings
+from kmq.kafka import DeliveryCallback, marker_producer_settings, produce
 from kmq.markers import EndMarker, MarkerKey, StartMarker, encode_key
 
 _log = logging.getLogger(__name__)
@@ -30,9 +30,8 @@ class StartWriter:
     """Writes the START markers of a batch and waits until every one is acknowledged (step 2 of the client flow).
 
     Its producer carries nothing but these batches, one at a time, so `flush()` returning 0 means the whole batch is
-    durable; successes report nothing (`delivery.report.only.error`: no Python callback per record) and each batch
-    collects its failures in a `Failures` of its own. The records of a partition go to librdkafka in one
-    `produce_batch` call.
+    durable; each batch collects its failures in a `Failures` of its own. The records of a partition go to librdkafka
+    in one `produce_batch` call.
     """
 
     def __init__(self, config: KmqConfig, producer: Producer | None = None) -> None:
@@ -76,12 +75,15 @@ class StartWriter:
 
 class MarkerWriter:
     """Writes END, nack and extend markers. They are fire-and-forget: a lost one only costs a redelivery, so failures
-    are logged and counted in `failed_markers`, never raised. Thread-safe."""
+    are logged and counted in `failed_markers`, never raised. Thread-safe.
+
+    Delivery reports are served by `serve()` (the client calls it once per batch), by `flush()`, and whenever the
+    local queue is full: not after every marker, as successes report nothing."""
 
     def __init__(self, config: KmqConfig, producer: Producer | None = None) -> None:
         self.config = config
         self._topic = config.markers_topic
-        self.producer = producer if producer is not None else Producer(producer_settings(config))
+        self.producer = producer if producer is not None else Producer(marker_producer_settings(config))
         self.failed_markers = 0
 
     def start(self, key: MarkerKey, redeliver_after_ms: int) -> None:
@@ -97,6 +99,10 @@ class MarkerWriter:
         """`end` for the message at (partition, offset): the per-message path of `processed()`, no MarkerKey built."""
         self._produce(partition, encode_key(partition, offset), _END)
 
+    def serve(self) -> None:
+        """Serve the delivery reports that arrived: failures reach `failed_markers`, successes cost nothing."""
+        self.producer.poll(0)
+
     def flush(self, timeout_s: float = 30.0) -> int:
         """Wait for markers in flight; the number still unacknowledged at the deadline."""
         return self.producer.flush(timeout_s)
@@ -109,7 +115,6 @@ class MarkerWriter:
             produce(self.producer, self._topic, value, key, partition=partition, on_delivery=self._on_failure)
         except KafkaException as e:  # refused at once (e.g. no such partition): as lost as a failed delivery
             self._failed(partition, e.args[0].str())
-        self.producer.poll(0)  # serve delivery reports as we go, so they never pile up
 
     def _on_failure(self, error: KafkaError | None, message: KafkaMessage) -> None:
         if error is not None:
