@@ -41,6 +41,7 @@ class KmqClient:
         self._consumer = Consumer(consumer_settings(config, config.group_id, **isolation))
         self._consumer.subscribe([config.queue_topic])
         self._markers = MarkerWriter(config)
+        self._end_at = self._markers.end_at
         self._transactions = TransactionalStarts(config, self._consumer) if config.transactional else None
         self._starts = StartWriter(config) if self._transactions is None else None
         self._lock = threading.Lock()
@@ -76,11 +77,10 @@ class KmqClient:
 
     def processed(self, msg: Target) -> None:
         """5. The message is done: write END without waiting (a lost END only costs a redelivery)."""
-        self._check_open()
-        if isinstance(msg, Message):
-            self._markers.end_at(msg.partition, msg.offset)  # once per message: no MarkerKey built
-        else:
-            self._markers.end(msg)
+        if self._closed:
+            self._check_open()
+        # Once per message: no MarkerKey built, one call into the writer.
+        self._end_at(msg.partition, msg.offset)
 
     def nack(self, msg: Target, delay_ms: int | None = None) -> None:
         """Redeliver after `delay_ms`; None backs off exponentially with the message's delivery count."""

@@ -85,6 +85,7 @@ class MarkerWriter:
         self._topic = config.markers_topic
         self.producer = producer if producer is not None else Producer(marker_producer_settings(config))
         self.failed_markers = 0
+        self._report = self._on_failure
 
     def start(self, key: MarkerKey, redeliver_after_ms: int) -> None:
         """Produce a START (nack and extend: the newest START of a key wins)."""
@@ -96,8 +97,13 @@ class MarkerWriter:
         self._produce(key.partition, key.encode(), _END)
 
     def end_at(self, partition: int, offset: int) -> None:
-        """`end` for the message at (partition, offset): the per-message path of `processed()`, no MarkerKey built."""
-        self._produce(partition, encode_key(partition, offset), _END)
+        """`end` for the message at (partition, offset). The per-message path of `processed()`: no MarkerKey, the
+        direct produce call here (a full queue or a refusal takes the careful way), the callback bound once."""
+        key = encode_key(partition, offset)
+        try:
+            self.producer.produce(self._topic, _END, key, partition=partition, on_delivery=self._report)
+        except (BufferError, KafkaException):
+            self._produce(partition, key, _END)
 
     def serve(self) -> None:
         """Serve the delivery reports that arrived: failures reach `failed_markers`, successes cost nothing."""
