@@ -113,6 +113,8 @@ class KmqClient:
         remaining = self._markers.flush(timeout_s)
         if self._transactions is not None:
             remaining += self._transactions.flush(timeout_s)
+        if self._dead_letters is not None:  # holds something only if a reject gave up waiting
+            remaining += self._dead_letters.flush(timeout_s)
         if remaining:
             _log.warning("%d markers still unacknowledged after %.1fs", remaining, timeout_s)
 
@@ -191,7 +193,7 @@ class KmqClient:
         """Made on the first reject, which waits for its record's success: the marker producers report failures only."""
         with self._lock:
             if self._dead_letters is None:
-                self._dead_letters = Producer(producer_settings(self.config))
+                self._dead_letters = Producer(producer_settings(self.config, delivery_report_only_error=False))
             return self._dead_letters
 
     def _check_open(self) -> None:
