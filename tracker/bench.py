@@ -80,11 +80,15 @@ def _ingest(tracker: TrackerProcess, markers: int, pending: int, timeout_s: floa
     """Sample the replica from its assignment (join excluded) to its last marker; then its memory, caught up."""
     deadline = time.monotonic() + timeout_s
     assigned: tuple[float, float] | None = None
+    previous_at = time.monotonic()
     while True:
         samples, at = _samples(tracker), time.monotonic()
         consumed = samples.get("kmq_markers_consumed_total", 0.0)
         if assigned is None and any(k.startswith("kmq_partition_caught_up{") for k in samples):
-            assigned = (at, consumed)
+            # Reading may have begun between two samples: then it began after the previous one (a small backlog can
+            # be read entirely in between, which must not measure as 0 markers/s).
+            assigned = (at, consumed) if consumed == 0 else (previous_at, 0.0)
+        previous_at = at
         if assigned is not None and consumed >= markers:
             break
         if time.monotonic() > deadline or not tracker.running():
