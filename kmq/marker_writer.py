@@ -8,6 +8,7 @@ fire-and-forget ones (END, nack, extend). A failure of the one can never be take
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -85,6 +86,7 @@ class MarkerWriter:
         self._topic = config.markers_topic
         self.producer = producer if producer is not None else Producer(marker_producer_settings(config))
         self.failed_markers = 0
+        self._count_lock = threading.Lock()  # reports are served by whichever thread polls or flushes
         self._report = self._on_failure
 
     def start(self, key: MarkerKey, redeliver_after_ms: int) -> None:
@@ -127,7 +129,8 @@ class MarkerWriter:
             self._failed(message.partition(), error.str())
 
     def _failed(self, partition: int | None, detail: str) -> None:
-        self.failed_markers += 1
+        with self._count_lock:
+            self.failed_markers += 1
         _log.warning(
             "marker for %s[%s] was not written (%s); the message may be redelivered",
             self.config.queue_topic,

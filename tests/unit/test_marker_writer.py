@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from kmq.config import KmqConfig
 from kmq.delivery import Failures
 from kmq.errors import DeliveryError
-from kmq.marker_writer import StartWriter, first_of
+from kmq.marker_writer import MarkerWriter, StartWriter, first_of
 from kmq.markers import MarkerKey, StartMarker
 
 CONFIG = KmqConfig(bootstrap_servers="localhost:9", queue_topic="q")
@@ -102,3 +102,26 @@ def test_failures_check_raises_the_first_failure_then_a_timeout() -> None:
 
 def test_first_of_names_the_first_message_of_a_batch() -> None:
     assert first_of({3: [40, 41], 1: [7]}) == (3, 40)
+
+
+class RefusingProducer:
+    """librdkafka refusing every record at once, as for a partition the markers topic does not have."""
+
+    def produce(self, *args: Any, **kwargs: Any) -> None:
+        raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
+
+
+def test_a_fire_and_forget_marker_refused_at_once_is_counted_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    writer = MarkerWriter(CONFIG, RefusingProducer())  # type: ignore[arg-type]  # a stand-in
+    writer.end_at(1, 5)
+    writer.end(MarkerKey(1, 6))
+    writer.start(MarkerKey(1, 7), 100)
+    assert writer.failed_markers == 3
+    assert "marker for q[1] was not written" in caplog.text
+
+
+def test_only_failed_deliveries_count() -> None:
+    writer = MarkerWriter(CONFIG, RefusingProducer())  # type: ignore[arg-type]  # a stand-in
+    writer._on_failure(None, FakeMessage(0))  # type: ignore[arg-type]  # a stand-in
+    writer._on_failure(KafkaError(KafkaError._MSG_TIMED_OUT), FakeMessage(2))  # type: ignore[arg-type]
+    assert writer.failed_markers == 1
