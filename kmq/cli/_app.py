@@ -28,6 +28,7 @@ _BUILTIN = (
     "kmq.cli.demo",
     "kmq.cli.bench",
     "kmq.cli.worker",
+    "kmq.cli.dlq",
 )
 _log = logging.getLogger(__name__)
 _registered = False
