@@ -7,9 +7,13 @@ from dataclasses import dataclass
 from kmq.embedded import BACKENDS
 from kmq.errors import ConfigError
 
-PLAIN, KMQ, SHARE, TRACKER, HTTP = "plain", "kmq", "share", "tracker", "http"
-CONTENDERS = (PLAIN, KMQ, SHARE, TRACKER, HTTP)
-CONSUMERS = (PLAIN, KMQ, SHARE)  # measured by a worker process on a preloaded queue
+PLAIN, KMQ, SHARE, TRACKER, HTTP, WORKER = "plain", "kmq", "share", "tracker", "http", "worker"
+CONTENDERS = (PLAIN, KMQ, SHARE, TRACKER, HTTP, WORKER)
+CONSUMERS = (PLAIN, KMQ, SHARE, WORKER)
+WITH_TRACKER = (
+    KMQ,
+    WORKER,
+)  # consumer contenders on kmq topics, with a tracker running  # measured by a worker process on a preloaded queue
 # librdkafka's mock cluster drops a partition's oldest data past 5 MiB (measured: value + ~40 bytes per record).
 MOCK_PARTITION_LIMIT_BYTES = 4 * 1024 * 1024
 RECORD_OVERHEAD_BYTES = 40

@@ -35,6 +35,7 @@ class AsyncPath:
         self._work: asyncio.Queue[Message] = asyncio.Queue()
         self._woken = asyncio.Event()
         self._draining = False
+        self._running = 0
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -77,7 +78,7 @@ class AsyncPath:
             due = self.core.due(now)
         for msg, timeout_ms in due.extend:
             # Checked and submitted with no await in between: a message settled meanwhile is not extended.
-            if msg.marker_key in self.core.leases:
+            if (msg.partition, msg.offset) in self.core.leases:
                 await client.extend(msg, timeout_ms)
         for msg in due.expired:
             await settle_async(client, msg, FAILED)
@@ -93,8 +94,12 @@ class AsyncPath:
                 continue
             if not core.may_start(msg):
                 continue
-            outcome = await run_async_handler(self.handler, msg)
-            if core.finish(msg, outcome, now_ms()):
+            self._running += 1
+            try:
+                outcome = await run_async_handler(self.handler, msg)
+            finally:
+                self._running -= 1
+            if core.finish(msg, outcome):
                 await settle_async(client, msg, outcome)
 
     async def _shutdown(self, client: AsyncKmqClient, tasks: list[asyncio.Task[None]]) -> None:
@@ -106,7 +111,7 @@ class AsyncPath:
             if self.core.release(msg):
                 await settle_async(client, msg, RETRY_NOW)
         deadline = time.monotonic() + self.worker.settings.shutdown_grace_ms / 1000
-        while self.core.running > 0 and time.monotonic() < deadline:
+        while self._running > 0 and time.monotonic() < deadline:
             await self._tend(client)
             await asyncio.sleep(TICK_S)  # polling the handlers' count against the grace deadline
         abandoned = self.core.abandon()

@@ -72,6 +72,14 @@ class CircuitBreaker:
                 return self._open(now_ms)
         return None
 
+    def record_successes(self, count: int, now_ms: int) -> None:
+        """`count` successes at once (closed: they only enter the window)."""
+        if self.state is BreakerState.CLOSED:
+            self._count(True, now_ms, count)
+            return
+        for _ in range(count):
+            self.record(True, now_ms)
+
     def poll(self, now_ms: int) -> Transition | None:
         """Open → half open once the backoff has elapsed."""
         if self.state is BreakerState.OPEN and now_ms >= self.reopen_at_ms:
@@ -112,12 +120,12 @@ class CircuitBreaker:
         self.state = state
         return transition
 
-    def _count(self, ok: bool, now_ms: int) -> None:
+    def _count(self, ok: bool, now_ms: int, count: int = 1) -> None:
         start = now_ms - now_ms % self._bucket_ms
         if not self._buckets or self._buckets[-1][0] != start:
             self._buckets.append([start, 0, 0])
             self._expire(now_ms)
-        self._buckets[-1][1 if ok else 2] += 1
+        self._buckets[-1][1 if ok else 2] += count
 
     def _expire(self, now_ms: int) -> None:
         while self._buckets and self._buckets[0][0] <= now_ms - self.window_ms:

@@ -10,13 +10,12 @@ from collections import Counter, deque
 from collections.abc import Callable
 
 from kmq.config import KmqConfig
-from kmq.markers import MarkerKey
 from kmq.message import Message
 from kmq.worker.breaker import BreakerState, CircuitBreaker, Transition
 from kmq.worker.config import WorkerConfig
 from kmq.worker.leases import Due, LeaseSchedule
 from kmq.worker.metrics import WorkerMetrics
-from kmq.worker.outcome import Outcome
+from kmq.worker.outcome import OK, Outcome
 
 _log = logging.getLogger(__name__)
 RETRY_NOW = Outcome("retry", 0)  # shutdown: a message not finished comes back at once
@@ -29,13 +28,13 @@ def now_ms() -> int:
 
 
 class WorkerCore:
-    """Counts `outstanding` messages (received, not settled) against `capacity`; `running` handlers."""
+    """Counts `outstanding` messages (received, not settled) against `capacity`."""
 
     def __init__(self, config: KmqConfig, settings: WorkerConfig, metrics: WorkerMetrics) -> None:
         self.settings = settings
         self.metrics = metrics
         self.lock = threading.Lock()
-        self.leases: LeaseSchedule[MarkerKey, Message] = LeaseSchedule(
+        self.leases: LeaseSchedule[tuple[int, int], Message] = LeaseSchedule(
             settings.margin_ms(config.msg_timeout_ms),
             settings.extension_ms(config.msg_timeout_ms),
             settings.max_processing_ms,
@@ -50,9 +49,10 @@ class WorkerCore:
         )
         self.capacity = settings.capacity
         self.refill = max(1, self.capacity // 2)
-        self.running = 0
         self.held: deque[Message] = deque()  # received, waiting for the breaker to let them start
-        self.tallies: Counter[str] = Counter()
+        self.tallies: Counter[str] = Counter()  # the rarer outcomes; `processed` apart, as an int (hot path)
+        self.processed = 0
+        self._unrecorded_ok = 0
         self.wake = threading.Event()  # set when the loop may receive again
         self.notify: Callable[[], None] = self.wake.set  # the async path wakes its loop instead
 
@@ -61,44 +61,86 @@ class WorkerCore:
         return len(self.leases)
 
     def admit(self, messages: list[Message], now_ms: int) -> None:
+        """A received batch (its messages share one deadline)."""
+        if not messages:
+            return
         with self.lock:
-            for msg in messages:
-                self.leases.add(msg.marker_key, msg, now_ms, msg.deadline_ms)
+            self.leases.add_all((((m.partition, m.offset), m) for m in messages), now_ms, messages[0].deadline_ms)
 
     def may_start(self, msg: Message) -> bool:
-        """True when the handler may run now (counted as running); else the message is held."""
+        """True when the handler may run now; else the message is held (or was given up while it waited)."""
+        if self.breaker.state is BreakerState.CLOSED:  # read unlocked: at worst one more starts as it opens
+            return (msg.partition, msg.offset) in self.leases.held
         with self.lock:
-            if msg.marker_key not in self.leases:
+            if (msg.partition, msg.offset) not in self.leases.held:
                 return False  # expired or abandoned while it waited
             permits = self.breaker.permits()
-            if permits is None or permits > 0:
-                if permits is not None:
-                    self.breaker.probing(1)
-                self.running += 1
-                return True
-            self.held.append(msg)
-            return False
+            if permits is None:
+                return True  # closed meanwhile
+            if permits == 0:
+                self.held.append(msg)
+                return False
+            self.breaker.probing(1)
+            return True
 
-    def finish(self, msg: Message, outcome: Outcome, now_ms: int) -> bool:
-        """The handler returned; True when the caller must settle the message (it still holds the lease)."""
+    def finish(self, msg: Message, outcome: Outcome) -> bool:
+        """The handler returned; True when the caller must settle the message (it still holds the lease).
+
+        Successes reach the breaker in bulk (before any failure is counted, and once per loop turn): a success is
+        an integer increment here."""
         with self.lock:
-            self.running -= 1
-            owned = self.leases.remove(msg.marker_key)
+            held = self.leases.held
+            owned = held.pop((msg.partition, msg.offset), None) is not None
             if owned:
-                self.tallies[_TALLY[outcome.kind]] += 1
-                self._transition(self.breaker.record(outcome.downstream_ok, now_ms))
-            if self.capacity - len(self.leases) >= self.refill:
+                if outcome is OK and self.breaker.state is BreakerState.CLOSED:
+                    self.processed += 1
+                    self._unrecorded_ok += 1
+                else:
+                    self._record(outcome, now_ms())
+            if self.capacity - len(held) >= self.refill and not self.wake.is_set():
                 self.notify()
         return owned
+
+    def finish_ok(self, messages: list[Message]) -> list[Message]:
+        """`finish` for handlers that returned, in one go: those the caller must acknowledge."""
+        with self.lock:
+            held = self.leases.held
+            owned = [msg for msg in messages if held.pop((msg.partition, msg.offset), None) is not None]
+            if self.breaker.state is BreakerState.CLOSED:
+                self.processed += len(owned)
+                self._unrecorded_ok += len(owned)
+            else:
+                now = now_ms()
+                for _ in owned:
+                    self._record(OK, now)
+            if self.capacity - len(held) >= self.refill and not self.wake.is_set():
+                self.notify()
+        return owned
+
+    def _record(self, outcome: Outcome, now: int) -> None:
+        if outcome is OK:
+            self.processed += 1
+        else:
+            self.tallies[_TALLY[outcome.kind]] += 1
+        self._flush_successes(now)
+        transition = self.breaker.record(outcome.downstream_ok, now)
+        if transition is not None:
+            self._transition(transition)
+
+    def _flush_successes(self, now: int) -> None:
+        if self._unrecorded_ok:
+            self.breaker.record_successes(self._unrecorded_ok, now)
+            self._unrecorded_ok = 0
 
     def release(self, msg: Message) -> bool:
         """Give up a message that never started (shutdown); True when the caller must nack it."""
         with self.lock:
-            return self.leases.remove(msg.marker_key)
+            return self.leases.remove((msg.partition, msg.offset))
 
     def due(self, now_ms: int) -> Due[Message]:
         """Leases to extend now and messages that ran too long (counted as failed). Call with `lock` held, and
         extend before releasing it, so that no END of a message can precede its extension."""
+        self._flush_successes(now_ms)
         self._transition(self.breaker.poll(now_ms))
         due = self.leases.due(now_ms)
         self.tallies["extended"] += len(due.extend)
@@ -136,15 +178,14 @@ class WorkerCore:
             items = list(self.held)
             self.held.clear()
             for msg in items:
-                self.leases.remove(msg.marker_key)
+                self.leases.remove((msg.partition, msg.offset))
             return items
 
     def abandon(self) -> list[Message]:
         """Every message still held (shutdown past the grace period): the caller nacks them."""
         with self.lock:
             items = self.leases.items()
-            for msg in items:
-                self.leases.remove(msg.marker_key)
+            self.leases.held.clear()
             self.held.clear()
             return items
 
@@ -152,6 +193,7 @@ class WorkerCore:
         """Counts and gauges to the metrics (once per loop turn, not per message)."""
         with self.lock:
             tallies, self.tallies = self.tallies, Counter()
+            tallies["processed"], self.processed = self.processed, 0
             rate = self.breaker.failure_rate(now_ms)
             outstanding = len(self.leases)
         self.metrics.add(dict(tallies))

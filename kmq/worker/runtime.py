@@ -58,6 +58,7 @@ class Worker:
         self.metrics = WorkerMetrics(config.queue_topic, registry)
         self.core = WorkerCore(config, settings, self.metrics)
         self._stop = threading.Event()
+        self.client: KmqClient | None = None  # the thread path's client while it runs
         self.ready = threading.Event()  # set once the client is connected (the group is joined on first receive)
 
     def run(self) -> None:
@@ -82,7 +83,7 @@ class Worker:
         return thread
 
     def _run_threads(self) -> None:
-        client = KmqClient(self.config)
+        client = self.client = KmqClient(self.config)
         threads = HandlerThreads(self.core, client, self.handler, self.settings.concurrency)
         self.ready.set()
         try:
@@ -94,6 +95,7 @@ class Worker:
     def _turn(self, client: KmqClient, threads: HandlerThreads) -> None:
         core = self.core
         core.wake.clear()
+        threads.write_acks()
         self._tend(client)
         threads.submit(core.releasable())
         budget = core.budget()
@@ -127,15 +129,18 @@ class Worker:
         for msg in self.core.held_out():
             settle(client, msg, RETRY_NOW)
         deadline = time.monotonic() + self.settings.shutdown_grace_ms / 1000
-        while self.core.running > 0 and time.monotonic() < deadline:
+        while threads.running > 0 and time.monotonic() < deadline:
+            threads.write_acks()
             self._tend(client)
             time.sleep(TICK_S)  # polling the handlers' count against the grace deadline
+        threads.write_acks()
         abandoned = self.core.abandon()
         if abandoned:
             _log.warning("%d messages still in progress after the grace period: nacked", len(abandoned))
         for msg in abandoned:
             settle(client, msg, RETRY_NOW)
         threads.stop()
+        threads.write_acks()  # a handler that finished meanwhile
         self.core.publish(now_ms())
         client.close()
         _log.info("worker on %s stopped", self.config.queue_topic)
