@@ -102,7 +102,8 @@ def headline(run: Run) -> str:
 
 
 def _number(value: object) -> bool:
-    return isinstance(value, int | float)
+    """A figure to print: a number, and not NaN (the worker contender has no batch overhead)."""
+    return isinstance(value, int | float) and not (isinstance(value, float) and math.isnan(value))
 
 
 def _row(name: str, mine: list[Run], everything: Sequence[Run], note: str) -> Row:
