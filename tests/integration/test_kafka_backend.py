@@ -95,7 +95,7 @@ def test_markers_carry_the_brokers_time_and_offsets_for_times_finds_them(
 def test_topics_are_usable_the_moment_ensure_topics_returns(kafka: KafkaCluster) -> None:
     """Kafka's controller answers CreateTopics before every broker's metadata has the topic; ensure_topics waits
     for it (a check right after creation once found the markers topic 'missing' and stopped `kmq demo`)."""
-    for _ in range(10):
+    for _ in range(5):
         config = kafka.config(f"t-fresh-{uuid.uuid4().hex[:8]}")
         ensure_topics(config, 4)
         assert check_topics(config) == 4
