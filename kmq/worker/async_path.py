@@ -43,6 +43,9 @@ class AsyncPath:
         self.core.notify = lambda: _call_soon(loop, self._woken.set)
         client = await AsyncKmqClient.connect(self.worker.config)
         tasks = [asyncio.create_task(self._serve(client)) for _ in range(self.worker.settings.concurrency)]
+        # Leases are tended by a task of their own: awaiting a slow receive never delays an extension.
+        tender = asyncio.create_task(self._tend_forever(client))
+        tasks.append(tender)
         self.worker.ready.set()
         try:
             while not self.worker.stopping:
@@ -53,7 +56,6 @@ class AsyncPath:
     async def _turn(self, client: AsyncKmqClient) -> None:
         core = self.core
         self._woken.clear()
-        await self._tend(client)
         for msg in core.releasable():
             self._work.put_nowait(msg)
         budget = core.budget()
@@ -71,6 +73,11 @@ class AsyncPath:
             core.admit(batch, now_ms())
             for msg in batch:
                 self._work.put_nowait(msg)
+
+    async def _tend_forever(self, client: AsyncKmqClient) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            await self._tend(client)
 
     async def _tend(self, client: AsyncKmqClient) -> None:
         now = now_ms()
@@ -112,8 +119,7 @@ class AsyncPath:
                 await settle_async(client, msg, RETRY_NOW)
         deadline = time.monotonic() + self.worker.settings.shutdown_grace_ms / 1000
         while self._running > 0 and time.monotonic() < deadline:
-            await self._tend(client)
-            await asyncio.sleep(TICK_S)  # polling the handlers' count against the grace deadline
+            await asyncio.sleep(TICK_S)  # polling the handlers' count (the tending task keeps extending leases)
         abandoned = self.core.abandon()
         if abandoned:
             _log.warning("%d messages still in progress after the grace period: nacked", len(abandoned))

@@ -85,18 +85,22 @@ class Worker:
     def _run_threads(self) -> None:
         client = self.client = KmqClient(self.config)
         threads = HandlerThreads(self.core, client, self.handler, self.settings.concurrency)
+        tending = threading.Event()
+        # Leases are tended on a thread of their own: a slow receive (an acks=all flush, a commit) never delays an
+        # extension. It writes pending acknowledgements too, so a slow receive never delays an END either.
+        tender = threading.Thread(target=self._tend_until, args=(client, threads, tending), name="kmq-leases")
+        tender.start()
         self.ready.set()
         try:
             while not self._stop.is_set():
                 self._turn(client, threads)
         finally:
-            self._shutdown(client, threads)
+            self._shutdown(client, threads, tending, tender)
 
     def _turn(self, client: KmqClient, threads: HandlerThreads) -> None:
         core = self.core
         core.wake.clear()
         threads.write_acks()
-        self._tend(client)
         threads.submit(core.releasable())
         budget = core.budget()
         if not budget:
@@ -112,6 +116,11 @@ class Worker:
             core.admit(batch, now_ms())
             threads.submit(batch)
 
+    def _tend_until(self, client: KmqClient, threads: HandlerThreads, done: threading.Event) -> None:
+        while not done.wait(TICK_S):
+            threads.write_acks()
+            self._tend(client)
+
     def _tend(self, client: KmqClient) -> None:
         """Extend leases near their deadline and fail those past the maximum processing time; publish metrics."""
         now = now_ms()
@@ -123,16 +132,18 @@ class Worker:
                 settle(client, msg, FAILED)
         self.core.publish(now)
 
-    def _shutdown(self, client: KmqClient, threads: HandlerThreads) -> None:
+    def _shutdown(
+        self, client: KmqClient, threads: HandlerThreads, tending: threading.Event, tender: threading.Thread
+    ) -> None:
         """Nack what never started, give running handlers the grace period, nack the rest, flush and close."""
         threads.draining = True
         for msg in self.core.held_out():
             settle(client, msg, RETRY_NOW)
         deadline = time.monotonic() + self.settings.shutdown_grace_ms / 1000
         while threads.running > 0 and time.monotonic() < deadline:
-            threads.write_acks()
-            self._tend(client)
-            time.sleep(TICK_S)  # polling the handlers' count against the grace deadline
+            time.sleep(TICK_S)  # polling the handlers' count against the grace deadline (leases still tended)
+        tending.set()
+        tender.join()
         threads.write_acks()
         abandoned = self.core.abandon()
         if abandoned:

@@ -23,7 +23,7 @@ from tests.integration.test_tracker_e2e import metric, running_tracker
 pytestmark = pytest.mark.integration
 MakeConfig = Callable[..., KmqConfig]
 LONG = frozenset({11, 222, 1333, 2444, 3555})  # these sleep past their lease
-SLEEP_S = 3.5
+SLEEP_S = 8.0
 
 
 def send_numbers(config: KmqConfig, count: int) -> None:
@@ -94,7 +94,7 @@ class AsyncMixed(Mixed):
 @pytest.mark.parametrize(("kind", "count"), [("threads", 5000), ("asyncio", 1500)])
 def test_retries_rejects_and_long_handlers_lose_nothing(make_config: MakeConfig, kind: str, count: int) -> None:
     # given messages whose handler fails 10% of first deliveries, rejects poison ones, and runs past the lease
-    config = make_config(partitions=4, msg_timeout_ms=1500, nack_backoff_base_ms=100, max_redeliveries=5)
+    config = make_config(partitions=4, msg_timeout_ms=6000, nack_backoff_base_ms=100, max_redeliveries=5)
     handler = Mixed() if kind == "threads" else AsyncMixed()
     send_numbers(config, count)
     worker = Worker(handler, config, settings=WorkerConfig(concurrency=8, breaker_threshold=0.9))
