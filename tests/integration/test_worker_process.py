@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from kmq.config import KmqConfig
+from kmq.embedded._ports import free_port
 from tests.helpers import wait_for
 from tests.integration.test_tracker_e2e import running_tracker
 from tests.integration.test_worker import send_numbers
@@ -67,6 +69,14 @@ def output(tmp_path: Path) -> str:
     return (tmp_path / "worker.out").read_text()
 
 
+def _get(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return str(response.read().decode())
+    except OSError:
+        return None
+
+
 def lines(log: Path, kind: str) -> list[str]:
     if not log.exists():
         return []
@@ -78,9 +88,14 @@ def test_sigterm_finishes_in_flight_handlers_exits_0_and_loses_nothing(make_conf
     config = make_config(partitions=2, msg_timeout_ms=3000)
     send_numbers(config, 60)
     log = tmp_path / "jobs.log"
+    port = free_port()
     with running_tracker(config):
-        with kmq_worker(config, tmp_path, log, "--concurrency", "4", "--shutdown-grace-ms", "10000") as first:
+        args = ("--concurrency", "4", "--shutdown-grace-ms", "10000", "--metrics-port", str(port))
+        with kmq_worker(config, tmp_path, log, *args) as first:
             wait_for(lambda: len(lines(log, "done")) >= 8, 30, what="some messages processed")
+            # its metrics are served on --metrics-port
+            metrics = wait_for(lambda: _get(f"http://127.0.0.1:{port}/metrics"), 10, what="/metrics")
+            assert "kmq_worker_processed_total" in metrics and "kmq_worker_breaker_state" in metrics
             # when it gets SIGTERM while handlers run
             first.send_signal(signal.SIGTERM)
             code = first.wait(30)
