@@ -6,6 +6,7 @@ and judges the result from what the clients processed and what is on the topics.
 
 from __future__ import annotations
 
+import logging
 import struct
 import time
 from collections import Counter
@@ -17,6 +18,7 @@ from confluent_kafka import Producer
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.embedded._child import ChildProcess
+from kmq.errors import TrackerCompatibilityError
 from kmq.jvm import JvmKmq, expect_line, stop
 from kmq.markers import EndMarker, MarkerKey, StartMarker, decode_marker
 from kmq.message import Message
@@ -193,6 +195,27 @@ def test_the_jvm_tracker_ignores_extend_and_cuts_long_nacks_to_the_first_deadlin
     for copy in copies:
         assert copy.headers == []
         assert copy.redelivery_count == 0
+
+
+def test_a_client_declared_for_a_jvm_tracker_refuses_extend_and_warns_of_long_nacks(
+    make_config: MakeConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    # given a client whose config declares a JVM kmq tracker (which the test above shows ignoring both)
+    config = make_config(partitions=1, msg_timeout_ms=TIMEOUT_MS, redelivery_tracker="jvm")
+    send_numbers(config, 0, 2)
+    with KmqClient(config) as client:
+        first, second = _receive(client, 2)
+        # when it extends, then it is refused, with the reason and what to do instead
+        with pytest.raises(TrackerCompatibilityError, match="raise msg_timeout_ms instead"):
+            client.extend(first, 60_000)
+        # when it nacks past msg_timeout_ms, then it warns once (the JVM tracker cuts the delay short)
+        with caplog.at_level(logging.WARNING, logger="kmq.client"):
+            client.nack(first, 60_000)
+            client.nack(second, 60_000)
+            client.nack(second, 100)
+        warnings = [r.getMessage() for r in caplog.records if r.name == "kmq.client"]
+        assert len(warnings) == 1
+        assert "nack delay 60000 ms exceeds msg_timeout_ms 2000" in warnings[0]
 
 
 def _receive(client: KmqClient, count: int, timeout_s: float = 30.0) -> list[Message]:
