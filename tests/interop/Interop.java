@@ -13,6 +13,10 @@
 //   markers  --bootstrap B --markers M --partitions N
 //            reads M from the start to its end with kmq's own marker deserializers and prints, per record,
 //            "marker <partition> <offset> <key partition> <key offset> START <redeliver after ms>|END|EMPTY", then "end".
+//   bench    --bootstrap B --queue Q --markers M --group G --timeout-ms T --messages N [--prepare-timeout-ms P]
+//            [--stall-timeout-ms S]: `kmq bench`'s worker protocol (kmq/bench/protocol.py) for the jvm-kmq
+//            contender: joins the group, says READY, waits for GO, then nextBatch + processed for every message
+//            until N, waits for every END, says RESULT <json>.
 // Every mode takes --config key=value (repeatable): Kafka client settings added to every consumer and producer.
 // Each mode stops on SIGTERM or when stdin closes, closes its clients and prints "stopped".
 
@@ -25,7 +29,12 @@ import com.softwaremill.kmq.RedeliveryTracker;
 import com.softwaremill.kmq.StartMarker;
 import java.io.Closeable;
 import java.io.IOException;
-import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.BufferedReader;
+import java.lang.management.ManagementFactory;
+import java.lang.reflect.Field;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -36,7 +45,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.Future;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -52,19 +63,21 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public class Interop {
     private static final String COUNT_HEADER = "kmq-redelivery-count";
     private static final CountDownLatch STOP = new CountDownLatch(1);
+    private static final BlockingQueue<String> INPUT = new LinkedBlockingQueue<>();
 
     public static void main(String[] argv) throws Exception {
         if (argv.length == 0) {
             usage("a mode: send, client, tracker or markers");
         }
         Options options = Options.parse(argv);
-        stopOnStdinClose();
+        watchStdin();
         Runtime.getRuntime().addShutdownHook(new Thread(STOP::countDown));
         switch (argv[0]) {
             case "send" -> send(options);
             case "client" -> client(options);
             case "tracker" -> tracker(options);
             case "markers" -> markers(options);
+            case "bench" -> bench(options);
             default -> usage("mode send, client, tracker or markers, not " + argv[0]);
         }
         System.out.println("stopped");
@@ -144,6 +157,102 @@ public class Interop {
         say("end");
     }
 
+    /** One measured run, as kmq.bench.worker measures the Python contenders (see kmq/bench/measure.py). */
+    private static void bench(Options o) throws Exception {
+        long target = o.longOr("messages", 0);
+        long stallMs = o.longOr("stall-timeout-ms", 60_000);
+        KmqClient<byte[], byte[]> client = new KmqClient<>(o.config(), o.clients(),
+                ByteArrayDeserializer.class, ByteArrayDeserializer.class, 500);
+        try {
+            KafkaConsumer<?, ?> consumer = consumerOf(client);
+            long prepareDeadline = System.currentTimeMillis() + o.longOr("prepare-timeout-ms", 60_000);
+            while (consumer.assignment().isEmpty()) {  // join the group: the queue is still empty
+                if (System.currentTimeMillis() > prepareDeadline) {
+                    throw new IllegalStateException("the JVM KmqClient got no partitions of " + o.text("queue"));
+                }
+                client.nextBatch();
+            }
+            consumer.pause(consumer.assignment());
+            say("READY");
+            if (!"GO".equals(INPUT.take())) {
+                throw new IllegalStateException("the parent went away before the queue was loaded");
+            }
+            long started = System.nanoTime();
+            long cpuStarted = processCpuNanos();
+            consumer.resume(consumer.assignment());
+            long opened = 0;
+            long received = 0;
+            long batches = 0;
+            long lastBatch = started;
+            long lastProgress = started;
+            List<Future<?>> ends = new ArrayList<>();
+            while (received < target) {
+                var records = client.nextBatch();
+                long now = System.nanoTime();
+                if (records.isEmpty()) {
+                    if ((now - lastBatch) / 1_000_000 > stallMs) {
+                        throw new IllegalStateException("no message for " + stallMs + " ms after " + received);
+                    }
+                    continue;
+                }
+                opened = opened == 0 ? now : opened;
+                for (ConsumerRecord<byte[], byte[]> record : records) {
+                    byte[] ignored = record.value();  // the same no-op processing as the other contenders
+                    ends.add(client.processed(record));
+                }
+                received += records.count();
+                batches++;
+                lastBatch = now;
+                if (now - lastProgress >= 250_000_000L) {
+                    lastProgress = now;
+                    say("PROGRESS " + received);
+                }
+            }
+            long failed = 0;
+            for (Future<?> end : ends) {  // the window ends when every END is durable
+                try {
+                    end.get();
+                } catch (Exception e) {
+                    failed++;
+                }
+            }
+            double elapsedS = (System.nanoTime() - opened) / 1e9;
+            double cpuS = (processCpuNanos() - cpuStarted) / 1e9;
+            say("RESULT {\"messages\": " + received + ", \"elapsed_s\": " + elapsedS
+                    + ", \"msgs_per_s\": " + received / elapsedS + ", \"cpu_s\": " + cpuS
+                    + ", \"cpu_us_per_msg\": " + cpuS / Math.max(received, 1) * 1e6
+                    + ", \"first_records_ms\": " + (opened - started) / 1e6 + ", \"batches\": " + batches
+                    + ", \"rss_bytes\": " + rssBytes() + ", \"failed_markers\": " + failed + "}");
+        } catch (Exception e) {
+            say("ERROR " + e.getClass().getSimpleName() + ": " + String.valueOf(e.getMessage()).replace('\n', ' '));
+            e.printStackTrace();
+            System.exit(1);
+        } finally {
+            client.close();
+        }
+    }
+
+    /** The KmqClient's own consumer (private in kmq): the bench needs its assignment to pause until GO. */
+    private static KafkaConsumer<?, ?> consumerOf(KmqClient<?, ?> client) throws ReflectiveOperationException {
+        Field field = KmqClient.class.getDeclaredField("msgConsumer");
+        field.setAccessible(true);
+        return (KafkaConsumer<?, ?>) field.get(client);
+    }
+
+    private static long processCpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
+                .getProcessCpuTime();
+    }
+
+    private static String rssBytes() throws IOException {
+        for (String line : Files.readAllLines(Path.of("/proc/self/status"))) {
+            if (line.startsWith("VmRSS:")) {
+                return Long.toString(Long.parseLong(line.split("\\s+")[1]) * 1024);
+            }
+        }
+        return "null";
+    }
+
     /** kmq's encoding of the count: one byte, or a big-endian int32. */
     private static int redeliveryCount(ConsumerRecord<?, ?> record) {
         Header header = record.headers().lastHeader(COUNT_HEADER);
@@ -163,16 +272,19 @@ public class Interop {
         System.out.flush();
     }
 
-    private static void stopOnStdinClose() {
+    /** Lines from the parent go to INPUT; the end of stdin (the parent closed it, or died) means stop. */
+    private static void watchStdin() {
         Thread watcher = new Thread(() -> {
-            try (InputStream in = System.in) {
-                while (in.read() >= 0) {
-                    // the parent writes nothing; end of file is the signal
+            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+                String line;
+                while ((line = in.readLine()) != null) {
+                    INPUT.add(line);
                 }
             } catch (IOException e) {
                 // a broken stdin means the parent is gone: stop as well
             }
             STOP.countDown();
+            INPUT.add("");
         }, "stdin-watcher");
         watcher.setDaemon(true);
         watcher.start();
