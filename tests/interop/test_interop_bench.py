@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kmq.embedded import KafkaCluster
+from kmq.embedded import BACKENDS, KafkaCluster
 from kmq.jvm import JvmKmq
 
 pytestmark = [pytest.mark.integration, pytest.mark.interop]
@@ -20,7 +20,11 @@ def test_jvm_kmq_alternates_with_ours_and_the_ratio_is_reported(
     tmp_path: Path, interop_kafka: KafkaCluster, jvm_kmq: JvmKmq
 ) -> None:
     report = tmp_path / "bench.json"
-    args = ["bench", "--bootstrap-servers", interop_kafka.bootstrap_servers, "--contenders", "kmq,jvm-kmq"]
+    # the bench starts a broker of the interop tests' backend itself (it tunes its clients to it), else uses theirs
+    broker = ["--backend", interop_kafka.backend]
+    if interop_kafka.backend not in BACKENDS:
+        broker = ["--bootstrap-servers", interop_kafka.bootstrap_servers]
+    args = ["bench", *broker, "--contenders", "kmq,jvm-kmq"]
     result = subprocess.run(
         [sys.executable, "-c", KMQ_CLI, *args, "--messages", "2000", "--repeat", "1", "--json", str(report)],
         capture_output=True,
