@@ -191,10 +191,26 @@ def test_the_jvm_tracker_ignores_extend_and_cuts_long_nacks_to_the_first_deadlin
         copies = _receive(client, 2, timeout_s=30)
         assert time.monotonic() - started < 30
     assert sorted(int(c.value or b"") for c in copies) == [0, 1]
-    # and its copies carry none of kmq's headers, nor the application's: JVM kmq copies key and value only
-    for copy in copies:
+    # and its copies carry none of kmq's headers, nor the application's, nor the timestamp: key and value only
+    for copy, original in zip(sorted(copies, key=_value), sorted([first, second], key=_value), strict=True):
+        assert (copy.key, copy.value) == (original.key, original.value)
+        assert original.headers == [("trace", b"t" + _value(original))]
         assert copy.headers == []
         assert copy.redelivery_count == 0
+        assert copy.timestamp_ms > original.timestamp_ms
+
+
+def test_the_jvm_tracker_neither_counts_redeliveries_nor_dead_letters(make_config: MakeConfig, jvm_kmq: JvmKmq) -> None:
+    # given max_redeliveries=1 and a message nobody ever acknowledges, with the JVM tracker
+    config = make_config(partitions=1, msg_timeout_ms=1_000, max_redeliveries=1)
+    send_numbers(config, 0, 1)
+    with jvm_tracker(jvm_kmq, config), KmqClient(config) as client:
+        # when it expires three times, then it comes back each time, never counted
+        deliveries = [_receive(client, 1, timeout_s=30)[0] for _ in range(4)]
+    assert [d.value for d in deliveries] == [b"0"] * 4
+    assert [d.redelivery_count for d in deliveries] == [0] * 4
+    # and nothing reaches the dead-letter topic (ours would have dead-lettered it at the second expiry)
+    assert read_topic(config, config.dead_letter_topic, 1) == []
 
 
 def test_a_client_declared_for_a_jvm_tracker_refuses_extend_and_warns_of_long_nacks(
@@ -216,6 +232,10 @@ def test_a_client_declared_for_a_jvm_tracker_refuses_extend_and_warns_of_long_na
         warnings = [r.getMessage() for r in caplog.records if r.name == "kmq.client"]
         assert len(warnings) == 1
         assert "nack delay 60000 ms exceeds msg_timeout_ms 2000" in warnings[0]
+
+
+def _value(msg: Message) -> bytes:
+    return msg.value or b""
 
 
 def _receive(client: KmqClient, count: int, timeout_s: float = 30.0) -> list[Message]:
