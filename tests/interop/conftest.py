@@ -1,9 +1,9 @@
 """Fixtures of the JVM kmq interoperability tests: the harness, and the broker they run on.
 
-JVM kmq speaks the Kafka protocol through the Java client, so these tests run on real Apache Kafka wherever the
-project can start it: the session `kafka` when it already is real Kafka (`KMQ_TEST_BACKEND=kafka`) or an external
-cluster (`KMQ_BOOTSTRAP_SERVERS`), else an embedded Kafka of their own when the `kafka` backend exists, else the
-session `kafka` (tansu), which the Java client also works with.
+The Java client needs a full Kafka protocol peer, so these tests run on real Apache Kafka wherever the project can
+start it: the session `kafka` when it already is real Kafka (`KMQ_TEST_BACKEND=kafka`) or an external cluster
+(`KMQ_BOOTSTRAP_SERVERS`), else an embedded Kafka of their own once the `kafka` backend exists. Until then they run on
+tansu (the session's, or their own when the session's is librdkafka's mock, which the Java client cannot use).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from kmq.embedded import BACKENDS, EmbeddedKafka, KafkaCluster
 from kmq.jvm import JvmKmq, missing_tools
 
-_REAL_KAFKA = "kafka"
+PREFERRED_BACKEND = "kafka" if "kafka" in BACKENDS else "tansu"
 
 
 @pytest.fixture(scope="session")
@@ -32,11 +32,11 @@ def jvm_kmq() -> JvmKmq:
 @pytest.fixture(scope="session")
 def interop_kafka(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     session_backend = os.environ.get("KMQ_TEST_BACKEND", "tansu")
-    if os.environ.get("KMQ_BOOTSTRAP_SERVERS") or session_backend == _REAL_KAFKA or _REAL_KAFKA not in BACKENDS:
+    if os.environ.get("KMQ_BOOTSTRAP_SERVERS") or session_backend == PREFERRED_BACKEND:
         yield request.getfixturevalue("kafka")
         return
-    with EmbeddedKafka(_REAL_KAFKA) as real:
-        yield real
+    with EmbeddedKafka(PREFERRED_BACKEND) as own:
+        yield own
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kmq.embedded import BACKENDS, KafkaCluster
+from kmq.embedded import KafkaCluster
 from kmq.jvm import JvmKmq
 
 pytestmark = [pytest.mark.integration, pytest.mark.interop]
@@ -20,10 +20,10 @@ def test_jvm_kmq_alternates_with_ours_and_the_ratio_is_reported(
     tmp_path: Path, interop_kafka: KafkaCluster, jvm_kmq: JvmKmq
 ) -> None:
     report = tmp_path / "bench.json"
-    # the bench starts a broker of the interop tests' backend itself (it tunes its clients to it), else uses theirs
-    broker = ["--backend", interop_kafka.backend]
-    if interop_kafka.backend not in BACKENDS:
-        broker = ["--bootstrap-servers", interop_kafka.bootstrap_servers]
+    # the interop tests' broker; on tansu the bench starts its own (it tunes its clients to tansu's group timing)
+    broker = ["--bootstrap-servers", interop_kafka.bootstrap_servers]
+    if interop_kafka.backend == "tansu":
+        broker = ["--backend", "tansu"]
     args = ["bench", *broker, "--contenders", "kmq,jvm-kmq"]
     result = subprocess.run(
         [sys.executable, "-c", KMQ_CLI, *args, "--messages", "2000", "--repeat", "1", "--json", str(report)],
