@@ -1,9 +1,8 @@
 """Fixtures of the JVM kmq interoperability tests: the harness, and the broker they run on.
 
-The Java client needs a full Kafka protocol peer, so these tests run on real Apache Kafka wherever the project can
-start it: the session `kafka` when it already is real Kafka (`KMQ_TEST_BACKEND=kafka`) or an external cluster
-(`KMQ_BOOTSTRAP_SERVERS`), else an embedded Kafka of their own once the `kafka` backend exists. Until then they run on
-tansu (the session's, or their own when the session's is librdkafka's mock, which the Java client cannot use).
+The Java client needs a full Kafka protocol peer, so these tests run on real Apache Kafka: the session `kafka` when it
+is real Kafka (`KMQ_TEST_BACKEND=kafka`, the default where Java and mvn are installed) or an external cluster
+(`KMQ_BOOTSTRAP_SERVERS`), else an embedded Apache Kafka of their own (the session's broker is a stand-in).
 """
 
 from __future__ import annotations
@@ -13,10 +12,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from kmq.embedded import BACKENDS, EmbeddedKafka, KafkaCluster
+from kmq.embedded import EmbeddedKafka, KafkaCluster
 from kmq.jvm import JvmKmq, missing_tools
+from tests.conftest import backend_under_test
 
-PREFERRED_BACKEND = "kafka" if "kafka" in BACKENDS else "tansu"
+REAL_KAFKA = "kafka"
 
 
 @pytest.fixture(scope="session")
@@ -30,12 +30,15 @@ def jvm_kmq() -> JvmKmq:
 
 
 @pytest.fixture(scope="session")
-def interop_kafka(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
-    session_backend = os.environ.get("KMQ_TEST_BACKEND", "tansu")
-    if os.environ.get("KMQ_BOOTSTRAP_SERVERS") or session_backend == PREFERRED_BACKEND:
-        yield request.getfixturevalue("kafka")
+def interop_kafka(jvm_kmq: JvmKmq, request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
+    """Needs `jvm_kmq`: without Java and mvn the tests skip before any broker is started."""
+    session: KafkaCluster | None = None
+    if os.environ.get("KMQ_BOOTSTRAP_SERVERS") or backend_under_test() == REAL_KAFKA:
+        session = request.getfixturevalue("kafka")
+    if session is not None:
+        yield session
         return
-    with EmbeddedKafka(PREFERRED_BACKEND) as own:
+    with EmbeddedKafka(REAL_KAFKA) as own:
         yield own
 
 
