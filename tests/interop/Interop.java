@@ -29,14 +29,14 @@ import com.softwaremill.kmq.RedeliveryTracker;
 import com.softwaremill.kmq.StartMarker;
 import java.io.Closeable;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.lang.management.ManagementFactory;
 import java.lang.reflect.Field;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -49,6 +49,7 @@ import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -63,26 +64,39 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public class Interop {
     private static final String COUNT_HEADER = "kmq-redelivery-count";
     private static final CountDownLatch STOP = new CountDownLatch(1);
+    private static final CountDownLatch DONE = new CountDownLatch(1);
     private static final BlockingQueue<String> INPUT = new LinkedBlockingQueue<>();
 
     public static void main(String[] argv) throws Exception {
         if (argv.length == 0) {
-            usage("a mode: send, client, tracker or markers");
+            usage("a mode: send, client, tracker, markers or bench");
         }
         Options options = Options.parse(argv);
         watchStdin();
-        Runtime.getRuntime().addShutdownHook(new Thread(STOP::countDown));
-        switch (argv[0]) {
-            case "send" -> send(options);
-            case "client" -> client(options);
-            case "tracker" -> tracker(options);
-            case "markers" -> markers(options);
-            case "bench" -> bench(options);
-            default -> usage("mode send, client, tracker or markers, not " + argv[0]);
+        // SIGTERM: stop the mode, and let it close its Kafka clients before the JVM halts.
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            STOP.countDown();
+            try {
+                DONE.await(10, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }));
+        try {
+            switch (argv[0]) {
+                case "send" -> send(options);
+                case "client" -> client(options);
+                case "tracker" -> tracker(options);
+                case "markers" -> markers(options);
+                case "bench" -> bench(options);
+                default -> usage("mode send, client, tracker, markers or bench, not " + argv[0]);
+            }
+        } catch (Exception e) {
+            e.printStackTrace();  // the parent sees the line protocol end, and this in the log
+            exit(1);
         }
-        System.out.println("stopped");
-        System.out.flush();
-        System.exit(0);
+        say("stopped");
+        exit(0);
     }
 
     private static void send(Options o) throws Exception {
@@ -226,10 +240,10 @@ public class Interop {
         } catch (Exception e) {
             say("ERROR " + e.getClass().getSimpleName() + ": " + String.valueOf(e.getMessage()).replace('\n', ' '));
             e.printStackTrace();
-            System.exit(1);
-        } finally {
             client.close();
+            exit(1);
         }
+        client.close();
     }
 
     /** The KmqClient's own consumer (private in kmq): the bench needs its assignment to pause until GO. */
@@ -292,8 +306,14 @@ public class Interop {
 
     static void usage(String problem) {
         System.err.println("Interop.java: expected " + problem
-                + " (modes: send, client, tracker, markers; see the comment at the top of tests/interop/Interop.java)");
-        System.exit(2);
+                + " (modes: send, client, tracker, markers, bench; see the top of tests/interop/Interop.java)");
+        exit(2);
+    }
+
+    /** Exit at once: the shutdown hook has nothing to wait for. */
+    static void exit(int code) {
+        DONE.countDown();
+        System.exit(code);
     }
 
     /** `--name value` pairs; `--config k=v` may repeat. */

@@ -83,6 +83,15 @@ def jvm_options(config: KmqConfig, group: str) -> dict[str, Any]:
     }
 
 
+def jvm_send(jvm: JvmKmq, config: KmqConfig, count: int) -> None:
+    """Values (and keys) "0".."count-1" from a JVM producer (kmq's producer settings), all acknowledged."""
+    child = jvm.start("send", {"bootstrap": config.bootstrap_servers, "topic": config.queue_topic, "count": count})
+    try:
+        expect_line(child, f"sent {count}", START_TIMEOUT_MS)
+    finally:
+        stop(child)
+
+
 @contextmanager
 def jvm_tracker(jvm: JvmKmq, config: KmqConfig) -> Iterator[ChildProcess]:
     """kmq's RedeliveryTracker in its own group, using "now" for deadlines 500 ms after the last marker it saw."""
@@ -110,8 +119,8 @@ def jvm_client(jvm: JvmKmq, config: KmqConfig, deliveries: Deliveries, drop_ever
 
 def _collect(child: ChildProcess, deliveries: Deliveries) -> None:
     while (line := child.receive(timeout_ms=3_600_000)) is not None:
-        kind, partition, offset, count, value = line.split(" ", 4)
-        if kind in ("processed", "dropped"):
+        if line.startswith(("processed ", "dropped ")):  # else "stopped", its last line
+            kind, partition, offset, count, value = line.split(" ", 4)
             deliveries.add(Delivery("jvm", int(partition), int(offset), int(count), int(value), kind == "processed"))
 
 

@@ -27,6 +27,7 @@ from tests.interop.harness import (
     START_TIMEOUT_MS,
     Deliveries,
     jvm_client,
+    jvm_send,
     jvm_tracker,
     python_client,
     python_tracker,
@@ -105,11 +106,11 @@ def test_jvm_and_python_clients_in_one_group_with_our_tracker_lose_nothing(
 
 
 def test_markers_of_the_jvm_client_are_exactly_ours(make_config: MakeConfig, jvm_kmq: JvmKmq) -> None:
-    # given the JVM client processing 20 messages and leaving every 5th unacknowledged
+    # given the JVM client processing 20 messages (sent by a JVM producer) and leaving every 5th unacknowledged
     config = make_config(partitions=2, msg_timeout_ms=TIMEOUT_MS)
     deliveries = Deliveries()
     with jvm_client(jvm_kmq, config, deliveries, drop_every=5):
-        send_numbers(config, 0, 20)
+        jvm_send(jvm_kmq, config, 20)
         wait_for(lambda: len(deliveries.all()) == 20, 60, what="20 deliveries to the JVM client")
     # when its markers are read back from the topic
     markers = read_topic(config, config.markers_topic, 2)
