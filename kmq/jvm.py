@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from kmq.embedded._child import ChildProcess
-from kmq.errors import JvmKmqError
+from kmq.embedded._jvm import cache_root, java_binary
+from kmq.errors import EmbeddedBrokerError, JvmKmqError
 
 # The harness lives in the test tree of a source checkout (the bench uses it from there too).
 INTEROP_DIR = Path(__file__).resolve().parent.parent / "tests" / "interop"
@@ -32,16 +33,18 @@ _STOP_TIMEOUT_MS = 15_000
 
 
 def missing_tools() -> str | None:
-    """Why the harness cannot run here (java or mvn not on PATH), or None."""
-    missing = [tool for tool in ("java", "mvn") if shutil.which(tool) is None]
-    if missing:
-        return f"JVM kmq interop needs {' and '.join(missing)} on PATH (Java 17+ and Maven)"
+    """Why the harness cannot run here (no Java 17+, or no mvn), or None."""
+    if shutil.which("mvn") is None:
+        return "JVM kmq interop needs mvn on PATH (Maven) to resolve tests/interop/pom.xml"
+    try:
+        java_binary()
+    except EmbeddedBrokerError as e:
+        return f"JVM kmq interop needs Java 17+: {e}"
     return None
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kmq" / "interop"
+    return cache_root() / "interop"
 
 
 class JvmKmq:
@@ -65,9 +68,10 @@ class JvmKmq:
 
     def start(self, mode: str, options: Mapping[str, object], kafka: Mapping[str, str] | None = None) -> ChildProcess:
         """`Interop.java <mode> --name value ...` with `--config k=v` for each Kafka setting; stdout is its protocol."""
-        java = shutil.which("java")
-        if java is None:
-            raise JvmKmqError(missing_tools() or "java is not on PATH")
+        try:
+            java = java_binary()
+        except EmbeddedBrokerError as e:
+            raise JvmKmqError(str(e)) from e
         argv = [java, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
         if mode != "bench":  # C1 only: compiles Interop.java in ~0.7 s instead of ~2.3 s; the bench needs full JIT
             argv.append("-XX:TieredStopAtLevel=1")
