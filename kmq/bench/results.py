@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kmq.bench.options import HTTP, KMQ, PLAIN, SHARE, TRACKER, WORKER
+from kmq.bench.options import HTTP, JVM_KMQ, KMQ, PLAIN, SHARE, TRACKER, WORKER
 from kmq.bench.stats import median
 
 
@@ -40,6 +40,7 @@ SHAPES = {
     KMQ: _CONSUMER,
     SHARE: _CONSUMER,
     WORKER: _CONSUMER,
+    JVM_KMQ: _CONSUMER,
     TRACKER: Shape(
         "markers_per_s",
         "markers/s",
