@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -61,4 +62,17 @@ async def _undecodable(request: Request, error: Exception) -> JSONResponse:
 
 async def _invalid(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
-    return AsciiJSONResponse({"detail": jsonable_encoder(error.errors())}, status.HTTP_422_UNPROCESSABLE_CONTENT)
+    detail = _finite(jsonable_encoder(error.errors()))
+    return AsciiJSONResponse({"detail": detail}, status.HTTP_422_UNPROCESSABLE_CONTENT)
+
+
+def _finite(value: Any) -> Any:
+    """`value` with NaN and infinities as strings: a request may hold `NaN`, `Infinity` or `1e400` (Python's json
+    reads them as floats), the error echoes that input, and strict JSON has no way to write it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # 'nan', 'inf', '-inf'
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
