@@ -19,6 +19,9 @@ class ApiMetrics:
         self.extends = self._counter("kmq_api_extends", "START markers written for extend receipts")
         self.refused = self._counter("kmq_api_receipts_refused", "receipts refused: invalid, forged or other queue")
         self.expired = self._counter("kmq_api_receipts_expired", "receipts used after their delivery's deadline")
+        self.replayed = self._counter(
+            "kmq_api_receipts_replayed", "settles refused with 409: the delivery was already settled (or in settling)"
+        )
         self.failed = self._counter("kmq_api_markers_failed", "markers the broker refused for one receipt")
         self.broker_errors = self._counter("kmq_api_broker_errors", "requests answered 503 because of Kafka")
         self.settle_seconds = Histogram(

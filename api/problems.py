@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 
 from api.codec import UndecodableError
 from api.models import Problem
+from api.settle import AlreadySettledError
 from api.state import ApiState
 from kmq.errors import KmqError
 
@@ -28,6 +29,9 @@ UNAVAILABLE: dict[int | str, dict[str, Any]] = {503: {"model": Problem, "descrip
 MALFORMED: dict[int | str, dict[str, Any]] = {
     400: {"model": Problem, "description": "the body is not UTF-8 JSON, or (send) a base64 field does not decode"}
 }
+SETTLED: dict[int | str, dict[str, Any]] = {
+    409: {"model": Problem, "description": "a receipt's delivery was already settled: nothing was written"}
+}
 # Every route with a body under /v1/queues/{queue} may answer these.
 BODY_ERRORS = {**UNAUTHORIZED, **NOT_SERVED, **MALFORMED, **TOO_LARGE, **UNAVAILABLE}
 
@@ -40,6 +44,7 @@ class AsciiJSONResponse(JSONResponse):
 
 
 def install(app: FastAPI) -> None:
+    app.add_exception_handler(AlreadySettledError, _conflict)
     app.add_exception_handler(KmqError, _unavailable)
     app.add_exception_handler(KafkaException, _unavailable)
     app.add_exception_handler(UndecodableError, _undecodable)
@@ -54,6 +59,10 @@ async def _unavailable(request: Request, error: Exception) -> JSONResponse:
         state.metrics.broker_errors.labels(queue).inc()
     detail = str(error.args[0].str() if isinstance(error, KafkaException) and error.args else error)
     return AsciiJSONResponse({"detail": f"Kafka unavailable: {detail}"}, status.HTTP_503_SERVICE_UNAVAILABLE)
+
+
+async def _conflict(request: Request, error: Exception) -> JSONResponse:
+    return AsciiJSONResponse({"detail": str(error)}, status.HTTP_409_CONFLICT)
 
 
 async def _undecodable(request: Request, error: Exception) -> JSONResponse:

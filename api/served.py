@@ -11,6 +11,8 @@ from confluent_kafka import KafkaException
 
 from api.backlog import BacklogProbe, PartitionLag
 from api.delivery import AsyncProducer
+from api.settle_view import SettleView
+from api.settlements import Delivery
 from kmq.admin import check_topics
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
@@ -35,8 +37,11 @@ class ServedQueue:
     def __init__(self, config: KmqConfig, write_timeout_ms: int, receiver_idle_ms: int) -> None:
         self.config = config
         self.name = config.queue_topic
-        check_topics(config)  # refuse to serve a queue whose markers topic does not line up (PROTOCOL.md)
+        # Refuse to serve a queue whose markers topic does not line up (PROTOCOL.md).
+        partitions = check_topics(config)
         self.producer = AsyncProducer(config, write_timeout_ms, self.name)
+        self.settled = SettleView(config, partitions)
+        self.settling: set[Delivery] = set()  # deliveries a request of this replica is settling right now
         self.backlog_probe = BacklogProbe(config, timeout_s=write_timeout_ms / 1000)
         self._receiver: KmqClient | None = None
         self._receiving = asyncio.Lock()
@@ -79,6 +84,7 @@ class ServedQueue:
             self.producer.close(timeout_s)
         finally:
             self.backlog_probe.close()
+            self.settled.close()
 
     async def _joined(self) -> KmqClient:
         if self._receiver is None:

@@ -8,21 +8,22 @@ from fastapi import APIRouter
 
 from api.deps import Authorized, Queue, State
 from api.models import AckRequest, ExtendRequest, NackRequest, SettleResponse
-from api.problems import BODY_ERRORS
+from api.problems import BODY_ERRORS, SETTLED
 from api.settle import Settlement, settle
 
 router = APIRouter(prefix="/v1/queues/{queue}", tags=["receipts"], dependencies=[Authorized])
+_ERRORS = {**BODY_ERRORS, **SETTLED}
 _RESULTS = " The answer holds one result per receipt, in order (see `ReceiptResult.status`)."
 
 
-@router.post("/ack", responses=BODY_ERRORS, description="Mark messages processed (END markers)." + _RESULTS)
+@router.post("/ack", responses=_ERRORS, description="Mark messages processed (END markers)." + _RESULTS)
 async def ack(queue: Queue, state: State, body: AckRequest) -> SettleResponse:
     return await _settle(queue, state, body.receipts, Settlement("ack"))
 
 
 @router.post(
     "/nack",
-    responses=BODY_ERRORS,
+    responses=_ERRORS,
     description="Redeliver messages after `delay_ms` (default: exponential backoff by redelivery count)." + _RESULTS,
 )
 async def nack(queue: Queue, state: State, body: NackRequest) -> SettleResponse:
@@ -31,7 +32,7 @@ async def nack(queue: Queue, state: State, body: NackRequest) -> SettleResponse:
 
 @router.post(
     "/extend",
-    responses=BODY_ERRORS,
+    responses=_ERRORS,
     description="Give more time: the new deadline is `visibility_timeout_ms` from now; each result carries a "
     "fresh receipt with it." + _RESULTS,
 )

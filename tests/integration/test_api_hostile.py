@@ -10,9 +10,23 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
+from api.receipts import Receipt, ReceiptSigner
+from api.state import ApiState
 from kmq.config import KmqConfig
 from kmq.embedded import KafkaCluster
-from tests.integration.test_api_endpoints import AUTH, PARTITIONS, api_config, url
+from kmq.markers import EndMarker, MarkerKey, StartMarker
+from tests.helpers import wait_for
+from tests.integration.test_api_endpoints import (
+    AUTH,
+    PARTITIONS,
+    SECRET,
+    api_config,
+    markers_of,
+    receive,
+    send,
+    settle,
+    url,
+)
 
 # Python's json reads these as float nan / inf; the request must still be refused as invalid, naming the field.
 NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e400"]
@@ -47,3 +61,88 @@ def test_a_non_finite_number_is_422_naming_the_field(
     response = client.post(url(queue, action), content=body, headers={"Content-Type": "application/json"})
     assert response.status_code == 422, response.text
     assert field in [error["loc"] for error in response.json()["detail"]]
+
+
+# -- a receipt settles once (item 9) -------------------------------------------------------------------------------
+
+SETTLES = [("ack", {}), ("nack", {"delay_ms": 0}), ("extend", {"visibility_timeout_ms": 60_000})]
+
+
+@pytest.fixture
+def queue(make_config: Any) -> KmqConfig:
+    config: KmqConfig = make_config(partitions=PARTITIONS)
+    return config
+
+
+def conflict(http: TestClient, queue: KmqConfig, action: str, receipts: list[str], **body: Any) -> str:
+    response = http.post(url(queue, action), json={"receipts": receipts, **body})
+    assert response.status_code == 409, response.text
+    detail: str = response.json()["detail"]
+    return detail
+
+
+@pytest.mark.parametrize(("first", "first_body"), SETTLES[:2])
+def test_a_settled_receipt_is_409_for_every_second_settle_and_writes_nothing(
+    queue: KmqConfig, first: str, first_body: dict[str, Any]
+) -> None:
+    with TestClient(create_app(api_config(queue)), headers=AUTH) as http:
+        send(http, queue, "once")
+        [message] = receive(http, queue, 1)
+        assert [r["status"] for r in settle(http, queue, first, [message["receipt"]], **first_body)] == ["ok"]
+        written = markers_of(queue, message["partition"], message["offset"])
+        for action, body in SETTLES:
+            detail = conflict(http, queue, action, [message["receipt"]], **body)
+            assert f"already settled by {first}" in detail
+        assert markers_of(queue, message["partition"], message["offset"]) == written
+
+
+def test_an_extended_delivery_settles_once_whichever_receipt_is_used(queue: KmqConfig) -> None:
+    with TestClient(create_app(api_config(queue)), headers=AUTH) as http:
+        send(http, queue, "slow")
+        [message] = receive(http, queue, 1)
+        [extended] = settle(http, queue, "extend", [message["receipt"]], visibility_timeout_ms=60_000)
+        assert [r["status"] for r in settle(http, queue, "ack", [extended["receipt"]])] == ["ok"]
+        conflict(http, queue, "extend", [message["receipt"]], visibility_timeout_ms=60_000)
+        conflict(http, queue, "nack", [extended["receipt"]])
+        start = StartMarker(queue.msg_timeout_ms).encode()
+        expected = [start, StartMarker(60_000).encode(), EndMarker().encode()]
+        assert markers_of(queue, message["partition"], message["offset"]) == expected
+
+
+def test_one_receipt_twice_in_a_request_is_409_and_writes_nothing(queue: KmqConfig) -> None:
+    with TestClient(create_app(api_config(queue)), headers=AUTH) as http:
+        send(http, queue, "twice")
+        [message] = receive(http, queue, 1)
+        conflict(http, queue, "ack", [message["receipt"], message["receipt"]])
+        start = StartMarker(queue.msg_timeout_ms).encode()
+        assert markers_of(queue, message["partition"], message["offset"]) == [start]
+
+
+def test_settled_receipts_survive_a_restart_and_are_shared_by_replicas(queue: KmqConfig) -> None:
+    # given a delivery acked at one replica, which is then shut down
+    with TestClient(create_app(api_config(queue)), headers=AUTH) as first:
+        send(first, queue, "r1", "r2")
+        acked, other = receive(first, queue, 2)
+        assert [r["status"] for r in settle(first, queue, "ack", [acked["receipt"]])] == ["ok"]
+    with (
+        TestClient(create_app(api_config(queue)), headers=AUTH) as restarted,
+        TestClient(create_app(api_config(queue)), headers=AUTH) as replica,
+    ):
+        # then a restarted replica refuses to settle it again
+        conflict(restarted, queue, "nack", [acked["receipt"]], delay_ms=0)
+        # and what one running replica settles, the other refuses once it has read the marker
+        assert [r["status"] for r in settle(restarted, queue, "nack", [other["receipt"]], delay_ms=0)] == ["ok"]
+        key = MarkerKey(other["partition"], other["offset"])
+        state: ApiState = replica.app_state["kmq"]
+        view = state.queues[queue.queue_topic].settled
+        wait_for(lambda: view.settled_by(key, _issued_at(queue, other)) == "nack", what="the replica to read the nack")
+        conflict(replica, queue, "ack", [other["receipt"]])
+    start = StartMarker(queue.msg_timeout_ms).encode()
+    assert markers_of(queue, acked["partition"], acked["offset"]) == [start, EndMarker().encode()]
+    assert markers_of(queue, other["partition"], other["offset"]) == [start, StartMarker(0).encode()]
+
+
+def _issued_at(queue: KmqConfig, message: dict[str, Any]) -> int:
+    receipt = ReceiptSigner(SECRET.encode()).verify(message["receipt"], queue.queue_topic)
+    assert isinstance(receipt, Receipt)
+    return receipt.issued_at_ms
