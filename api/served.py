@@ -72,6 +72,11 @@ class ServedQueue:
             _log.info("no receive on %s for %.0fs: leaving group %s", self.name, self._idle_s, self.config.group_id)
             await anyio.to_thread.run_sync(_close, receiver, self.name)
 
+    @property
+    def receiver_failure(self) -> str | None:
+        """Why this replica's receiver cannot receive any more (it keeps trying on each receive), or None."""
+        return self._receiver.fatal_error if self._receiver is not None else None
+
     async def backlog(self) -> list[PartitionLag]:
         return await anyio.to_thread.run_sync(self.backlog_probe.measure)
 

@@ -17,6 +17,7 @@ from kmq.errors import (
     MarkerWriteError,
     TopicMismatchError,
     TopicMissingError,
+    TransactionError,
 )
 from kmq.marker_writer import MarkerWriter
 from kmq.markers import EndMarker, Marker, MarkerKey, StartMarker, decode_marker
@@ -46,6 +47,7 @@ __all__ = [
     "StartMarker",
     "TopicMismatchError",
     "TopicMissingError",
+    "TransactionError",
     "check_topics",
     "decode_marker",
     "ensure_topics",

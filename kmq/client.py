@@ -119,6 +119,11 @@ class KmqClient:
             _log.warning("%d markers still unacknowledged after %.1fs", remaining, timeout_s)
 
     @property
+    def fatal_error(self) -> str | None:
+        """Why this client cannot receive any more (a transactional producer that cannot be replaced), or None."""
+        return self._transactions.fatal_error if self._transactions is not None else None
+
+    @property
     def failed_markers(self) -> int:
         """END/nack/extend markers the broker did not acknowledge (each may cause a redelivery)."""
         return self._markers.failed_markers
@@ -166,11 +171,14 @@ class KmqClient:
 
     def _commit(self, offsets: Offsets, commit: list[TopicPartition]) -> None:
         try:
-            self._consumer.commit(offsets=commit, asynchronous=False)
+            failed = _commit_errors(self._consumer.commit(offsets=commit, asynchronous=False))
         except KafkaException as e:
             # The STARTs are written: the tracker redelivers this batch if nobody acknowledges it.
             self._rewind(offsets)
             raise CommitError(f"committing {self.config.queue_topic} offsets failed: {e}") from e
+        if failed:  # a per-partition error is a failed commit too: the batch is read again
+            self._rewind(offsets)
+            raise CommitError(f"committing {self.config.queue_topic} offsets failed for {failed}")
 
     def _in_transaction(self, offsets: Offsets, commit: list[TopicPartition], timeout_ms: int) -> None:
         assert self._transactions is not None
@@ -203,6 +211,12 @@ class KmqClient:
 
 def _key(msg: Target) -> MarkerKey:
     return msg.marker_key if isinstance(msg, Message) else msg
+
+
+def _commit_errors(committed: list[TopicPartition] | None) -> str:
+    """The partitions whose commit failed, with the broker's error ("" when none did)."""
+    errors = [(tp.partition, tp.error) for tp in committed or ()]
+    return ", ".join(f"partition {partition} ({error.str()})" for partition, error in errors if error is not None)
 
 
 def _next_offsets(topic: str, offsets: Offsets) -> list[TopicPartition]:

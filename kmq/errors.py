@@ -63,6 +63,25 @@ class MarkerWriteError(KmqError):
         self.offset = offset
 
 
+class TransactionError(MarkerWriteError):
+    """The transaction of a batch (its STARTs and its offset commit) failed or timed out; it is aborted and the batch
+    will be read again (transactional mode)."""
+
+    def __init__(self, topic: str, partition: int, offset: int, detail: str, aborted: bool) -> None:
+        outcome = (
+            "it was aborted: nothing was committed, the batch will be delivered again"
+            if aborted
+            else "aborting it failed too; the next receive() aborts it first, then the batch is delivered again"
+        )
+        KmqError.__init__(
+            self, f"the transaction of the batch from {topic}[{partition}]@{offset} failed: {detail}; {outcome}"
+        )
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.aborted = aborted
+
+
 class CommitError(KmqError):
     """Committing the queue offsets of a batch failed after its markers were written."""
 

@@ -57,6 +57,8 @@ def _broken_producer(state: ApiState) -> str | None:
     for queue in state.queues.values():
         if queue.producer.fatal_error is not None:
             return f"the producer of {queue.name} failed: {queue.producer.fatal_error}"
+        if queue.receiver_failure is not None:
+            return f"the receiver of {queue.name} cannot recover: {queue.receiver_failure}"
     return None
 
 

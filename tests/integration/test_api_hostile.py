@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from fastapi.testclient import TestClient
 
 from api.app import create_app
@@ -27,6 +28,7 @@ from tests.integration.test_api_endpoints import (
     settle,
     url,
 )
+from tests.integration.test_client_faults import _raise, inject
 
 # Python's json reads these as float nan / inf; the request must still be refused as invalid, naming the field.
 NON_FINITE = ["NaN", "Infinity", "-Infinity", "1e400"]
@@ -146,3 +148,27 @@ def _issued_at(queue: KmqConfig, message: dict[str, Any]) -> int:
     receipt = ReceiptSigner(SECRET.encode()).verify(message["receipt"], queue.queue_topic)
     assert isinstance(receipt, Receipt)
     return receipt.issued_at_ms
+
+
+# -- a receiver that cannot recover (item 7) ------------------------------------------------------------------------
+
+
+def test_health_reports_a_receiver_whose_transactions_cannot_recover(kafka: KafkaCluster, make_config: Any) -> None:
+    if kafka.backend == "mock":
+        pytest.skip("librdkafka's mock cluster does not store transactional offset commits")
+    queue: KmqConfig = make_config(partitions=PARTITIONS, transactional=True)
+    with TestClient(create_app(api_config(queue)), headers=AUTH) as http:
+        assert http.post(url(queue, "receive"), json={"wait_ms": 0}).status_code == 200  # joins the worker group
+        receiver = http.app_state["kmq"].queues[queue.queue_topic]._receiver
+        fenced = KafkaError(KafkaError._FENCED, "fenced", fatal=True)
+        inject(receiver, fenced, "commit_transaction")
+        unreachable = KafkaException(KafkaError(KafkaError._TRANSPORT, "no broker"))
+        receiver._transactions._new_producer = lambda timeout_s: _raise(unreachable)
+        send(http, queue, "stuck")
+        deadline = time.monotonic() + 30
+        while (answer := http.post(url(queue, "receive"), json={"wait_ms": 500})).status_code == 200:
+            assert not answer.json()["messages"] and time.monotonic() < deadline, answer.text
+        assert answer.status_code == 503 and "cannot be replaced" in answer.json()["detail"]
+        health = http.get("/healthz")
+        assert health.status_code == 503
+        assert health.json()["detail"] == f"the receiver of {queue.queue_topic} cannot recover: no broker"
