@@ -17,7 +17,7 @@ from api.codec import UndecodableError
 from api.models import Problem
 from api.settle import AlreadySettledError
 from api.state import ApiState
-from kmq.errors import KmqError
+from kmq.errors import DurationTooLongError, KmqError
 
 _log = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ class AsciiJSONResponse(JSONResponse):
 
 def install(app: FastAPI) -> None:
     app.add_exception_handler(AlreadySettledError, _conflict)
+    app.add_exception_handler(DurationTooLongError, _too_long)
     app.add_exception_handler(KmqError, _unavailable)
     app.add_exception_handler(KafkaException, _unavailable)
     app.add_exception_handler(UndecodableError, _undecodable)
@@ -59,6 +60,13 @@ async def _unavailable(request: Request, error: Exception) -> JSONResponse:
         state.metrics.broker_errors.labels(queue).inc()
     detail = str(error.args[0].str() if isinstance(error, KafkaException) and error.args else error)
     return AsciiJSONResponse({"detail": f"Kafka unavailable: {detail}"}, status.HTTP_503_SERVICE_UNAVAILABLE)
+
+
+async def _too_long(request: Request, error: Exception) -> JSONResponse:
+    """A duration the markers topic cannot hold: refused like any invalid field (the API's names are its fields)."""
+    assert isinstance(error, DurationTooLongError)
+    problem = {"type": "value_error", "loc": ["body", error.what], "msg": str(error), "input": error.duration_ms}
+    return AsciiJSONResponse({"detail": [problem]}, status.HTTP_422_UNPROCESSABLE_CONTENT)
 
 
 async def _conflict(request: Request, error: Exception) -> JSONResponse:

@@ -18,6 +18,7 @@ from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.errors import KmqError
 from kmq.message import Message
+from kmq.retention import RetentionLimit
 
 _log = logging.getLogger(__name__)
 # One receive call waits at most this long, so concurrent long polls take turns and a first message is handed
@@ -41,6 +42,7 @@ class ServedQueue:
         partitions = check_topics(config)
         self.producer = AsyncProducer(config, write_timeout_ms, self.name)
         self.settled = SettleView(config, partitions)
+        self.retention = RetentionLimit(config)
         self.settling: set[Delivery] = set()  # deliveries a request of this replica is settling right now
         self.backlog_probe = BacklogProbe(config, timeout_s=write_timeout_ms / 1000)
         self._receiver: KmqClient | None = None

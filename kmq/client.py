@@ -21,6 +21,7 @@ from kmq.kafka import consumer_settings, produce, producer_settings
 from kmq.marker_writer import MarkerWriter, StartWriter, first_of
 from kmq.markers import MarkerKey
 from kmq.message import Message, Offsets, from_records
+from kmq.retention import RetentionLimit
 
 _log = logging.getLogger(__name__)
 Target = Message | MarkerKey
@@ -44,6 +45,7 @@ class KmqClient:
         self._end_at = self._markers.end_at
         self._transactions = TransactionalStarts(config, self._consumer) if config.transactional else None
         self._starts = StartWriter(config) if self._transactions is None else None
+        self._retention = RetentionLimit(config)
         self._lock = threading.Lock()
         self._dead_letters: Producer | None = None
         self._closed = False
@@ -56,6 +58,9 @@ class KmqClient:
         `msg_timeout_ms` overrides the configured time the application has before a redelivery.
         """
         self._check_open()
+        self._retention.check(
+            self.config.msg_timeout_ms if msg_timeout_ms is None else msg_timeout_ms, "msg_timeout_ms"
+        )
         self._markers.serve()  # the fire-and-forget markers' failure reports, once per batch
         # 1. Poll up to max_messages from Q.
         records = self._poll(max_messages, timeout_s)
@@ -87,6 +92,7 @@ class KmqClient:
         self._check_open()
         if delay_ms is None:
             delay_ms = self.config.nack_delay_ms(msg.redelivery_count if isinstance(msg, Message) else 0)
+        self._retention.check(delay_ms, "nack delay_ms")
         self._markers.start(_key(msg), max(0, delay_ms))
 
     def extend(self, msg: Target, timeout_ms: int) -> None:
@@ -94,6 +100,7 @@ class KmqClient:
         self._check_open()
         if timeout_ms <= 0:
             raise ValueError("timeout_ms must be positive; use nack(msg, 0) to redeliver at once")
+        self._retention.check(timeout_ms, "extend timeout_ms")
         self._markers.start(_key(msg), timeout_ms)
 
     def reject(self, msg: Message, reason: str) -> None:

@@ -19,6 +19,21 @@ class MarkerDecodeError(KmqError, ValueError):
     """A record on the markers topic is not a kmq marker (wrong length, unknown type byte, null)."""
 
 
+class DurationTooLongError(KmqError, ValueError):
+    """A nack delay, extension or processing timeout is not shorter than the markers topic's retention: the START
+    would be deleted before it is due, and the message lost."""
+
+    def __init__(self, what: str, duration_ms: int, markers_topic: str, retention_ms: int) -> None:
+        super().__init__(
+            f"{what}={duration_ms} is not shorter than the retention of {markers_topic} (retention.ms={retention_ms}): "
+            "its START marker would be deleted before it is due and the message lost; use a shorter duration, "
+            f"or raise retention.ms of {markers_topic}"
+        )
+        self.what = what
+        self.duration_ms = duration_ms
+        self.retention_ms = retention_ms
+
+
 class TopicMismatchError(KmqError):
     """The markers topic does not have exactly as many partitions as the queue topic."""
 

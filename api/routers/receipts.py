@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import anyio.to_thread
 from fastapi import APIRouter
 
 from api.deps import Authorized, Queue, State
@@ -27,6 +28,8 @@ async def ack(queue: Queue, state: State, body: AckRequest) -> SettleResponse:
     description="Redeliver messages after `delay_ms` (default: exponential backoff by redelivery count)." + _RESULTS,
 )
 async def nack(queue: Queue, state: State, body: NackRequest) -> SettleResponse:
+    if body.delay_ms is not None:
+        await anyio.to_thread.run_sync(queue.retention.check, body.delay_ms, "delay_ms")
     return await _settle(queue, state, body.receipts, Settlement("nack", delay_ms=body.delay_ms))
 
 
@@ -37,6 +40,7 @@ async def nack(queue: Queue, state: State, body: NackRequest) -> SettleResponse:
     "fresh receipt with it." + _RESULTS,
 )
 async def extend(queue: Queue, state: State, body: ExtendRequest) -> SettleResponse:
+    await anyio.to_thread.run_sync(queue.retention.check, body.visibility_timeout_ms, "visibility_timeout_ms")
     return await _settle(queue, state, body.receipts, Settlement("extend", timeout_ms=body.visibility_timeout_ms))
 
 
