@@ -8,6 +8,7 @@ import time
 
 import anyio.to_thread
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from api.backlog import BacklogProbe, PartitionLag
 from api.delivery import AsyncProducer
@@ -17,6 +18,7 @@ from kmq.admin import check_topics
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.errors import KmqError
+from kmq.kafka import admin_settings
 from kmq.message import Message
 from kmq.retention import RetentionLimit
 
@@ -43,6 +45,7 @@ class ServedQueue:
         self.producer = AsyncProducer(config, write_timeout_ms, self.name)
         self.settled = SettleView(config, partitions)
         self.retention = RetentionLimit(config)
+        self.admin = AdminClient(admin_settings(config))  # for /readyz: one client, not one per probe
         self.settling: set[Delivery] = set()  # deliveries a request of this replica is settling right now
         self.backlog_probe = BacklogProbe(config, timeout_s=write_timeout_ms / 1000)
         self._receiver: KmqClient | None = None

@@ -37,7 +37,7 @@ async def readyz(state: State) -> Health | Response:
         return _unready(broken)
     for queue in state.queues.values():
         try:
-            await anyio.to_thread.run_sync(check_topics, queue.config, READY_TIMEOUT_S)
+            await anyio.to_thread.run_sync(check_topics, queue.config, READY_TIMEOUT_S, queue.admin)
         except KmqError as e:
             return _unready(str(e))
     return Health(status="ok")

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.receipts import Receipt, ReceiptSigner
 from api.state import ApiState
+from kmq import admin
 from kmq.config import KmqConfig
 from kmq.embedded import KafkaCluster
 from kmq.markers import EndMarker, MarkerKey, StartMarker
@@ -172,3 +173,21 @@ def test_health_reports_a_receiver_whose_transactions_cannot_recover(kafka: Kafk
         health = http.get("/healthz")
         assert health.status_code == 503
         assert health.json()["detail"] == f"the receiver of {queue.queue_topic} cannot recover: no broker"
+
+
+# -- probes (item 4) -----------------------------------------------------------------------------------------------
+
+
+def test_readyz_reuses_one_admin_client(shared: tuple[TestClient, KmqConfig], monkeypatch: Any) -> None:
+    client, _ = shared
+    built: list[object] = []
+    real = admin.AdminClient  # type: ignore[attr-defined]  # the name kmq.admin builds clients by
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        built.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(admin, "AdminClient", counted)
+    for _ in range(3):
+        assert client.get("/readyz").json()["status"] == "ok"
+    assert built == []
