@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import time
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -14,6 +16,7 @@ from kmq.kafka import consumer_settings
 from tracker._fetch import fetch
 from tracker.config import TrackerConfig
 
+_log = logging.getLogger(__name__)
 # Offsets further apart than this are read as separate runs (a seek) rather than by reading through the gap.
 MAX_GAP = 500
 _BATCH = 500
@@ -55,7 +58,7 @@ class QueueReader:
     def read(self, partition: int, offsets: Sequence[int]) -> ReadResult:
         result = ReadResult()
         deadline = time.monotonic() + self._timeout_s
-        for run in _runs(sorted(set(offsets))):
+        for run in _runs(self._existing(partition, sorted(set(offsets)), result, deadline)):
             if result.error is not None or time.monotonic() >= deadline:
                 result.unread.extend(run)
                 continue
@@ -64,6 +67,48 @@ class QueueReader:
 
     def close(self) -> None:
         self._consumer.close()
+
+    def _existing(self, partition: int, wanted: list[int], result: ReadResult, deadline: float) -> list[int]:
+        """`wanted` without the offsets no message can have, which go to `result.missing`: negative ones, and those
+        at or past the partition's end (a START names a message a client has read, so one below the end then and
+        ever since). The end is the high watermark of a fetch response; a fetch past the end is never waited for
+        (some brokers answer it with nothing until the timeout)."""
+        first = bisect_left(wanted, 0)
+        nonexistent, wanted = wanted[:first], wanted[first:]
+        if wanted and wanted[-1] >= self._cached_end(partition):
+            end = self._fetch_end(partition, deadline)
+            cut = bisect_left(wanted, end) if end is not None else len(wanted)
+            nonexistent, wanted = nonexistent + wanted[cut:], wanted[:cut]
+        if nonexistent:
+            _log.warning(
+                "START markers name offsets no message of %s[%d] has (negative, or past its end): %s",
+                self._topic,
+                partition,
+                nonexistent if len(nonexistent) <= 10 else f"{nonexistent[:10]} and {len(nonexistent) - 10} more",
+            )
+            result.missing.extend(nonexistent)
+        return wanted
+
+    def _cached_end(self, partition: int) -> int:
+        """The high watermark of the last fetch response from this partition (negative when none came yet)."""
+        _, high = self._consumer.get_watermark_offsets(TopicPartition(self._topic, partition), cached=True)
+        return int(high)
+
+    def _fetch_end(self, partition: int, deadline: float) -> int | None:
+        """The partition's end, from the response to a fetch at an offset that exists (just below the end last seen,
+        or the start: out of range resets to the earliest); None when no answer came in time."""
+        cached = self._cached_end(partition)
+        try:
+            self._consumer.assign([TopicPartition(self._topic, partition, max(0, cached - 1))])
+            while time.monotonic() < deadline:
+                for message in fetch(self._consumer, 1, min(0.1, max(0.0, deadline - time.monotonic()))):
+                    error = message.error()
+                    if error is None or error.code() == KafkaError._PARTITION_EOF:
+                        return self._cached_end(partition)  # updated from the response that brought the message
+                    return None
+        except KafkaException:
+            return None
+        return None
 
     def _read_run(self, partition: int, run: list[int], result: ReadResult, deadline: float) -> None:
         cursor = _Cursor(run, result)
