@@ -87,6 +87,13 @@ class Redeliverer:
         failures, self._end_failures = self._end_failures, []
         return failures
 
+    def flush(self) -> None:
+        """Wait until every copy, dead letter and END queued so far is acknowledged (on revocation: the next owner
+        must find the ENDs, or it redelivers what this replica already copied)."""
+        remaining = self._producer.flush(self._write_timeout_s)
+        if remaining:
+            _log.error("%d redelivery writes not acknowledged before the partitions were given up", remaining)
+
     def close(self) -> None:
         """Flush what is still queued (ENDs), then close the queue reader."""
         try:

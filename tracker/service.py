@@ -127,6 +127,7 @@ class TrackerService:
         if self.config.http_enabled:
             self._http = HealthServer(self.config.http_host, self.config.http_port, self.metrics, self)
             self._http.start()
+        ingest.before_revoke = redeliverer.flush
         ingest.subscribe()
         loop = _Loop(self.config, self.metrics, ingest, redeliverer)
         self._last_turn = time.monotonic()
