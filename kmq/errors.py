@@ -57,6 +57,14 @@ class TopicMissingError(KmqError):
         self.topic = topic
 
 
+class TopicAdminError(KmqError):
+    """The broker refused a change to a topic (e.g. adding partitions); the message names the topic and the reason."""
+
+    def __init__(self, topic: str, detail: str) -> None:
+        super().__init__(f"the broker refused to change topic {topic!r}: {detail}")
+        self.topic = topic
+
+
 class BrokerUnavailableError(KmqError):
     """The Kafka cluster could not be reached or did not answer in time."""
 

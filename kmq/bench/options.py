@@ -30,7 +30,7 @@ class BenchOptions:
     size: int = 100
     batch: int = 500
     repeat: int = 3
-    backend: str = "tansu"
+    backend: str = "kafka"
     bootstrap_servers: str | None = None
     contenders: tuple[str, ...] = CONTENDERS
     tracker_pending: int = 1_000_000
@@ -44,7 +44,7 @@ class BenchOptions:
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be at least 1")
         if self.bootstrap_servers is None and self.backend not in BACKENDS:
-            raise ConfigError("backend", f"choose {' or '.join(BACKENDS)}, or give bootstrap servers")
+            raise ConfigError("backend", f"choose {', '.join(BACKENDS)}, or give bootstrap servers")
         if self.size < 0:
             raise ConfigError("size", "must not be negative")
         unknown = [c for c in self.contenders if c not in CONTENDERS]

@@ -18,7 +18,7 @@ from kmq.bench.progress import RichDisplay
 from kmq.bench.runner import run_bench
 from kmq.bench.table import print_report
 from kmq.cli.errors import friendly_errors
-from kmq.cli.options import BootstrapOption
+from kmq.cli.options import BackendOption, BootstrapOption, resolve_backend
 from kmq.errors import BenchError, ConfigError
 
 _defaults = BenchOptions()
@@ -27,7 +27,7 @@ _REPORT_WIDTH = 160
 
 @friendly_errors
 def bench(
-    backend: Annotated[str, typer.Option(help="embedded broker: tansu or mock")] = "tansu",
+    backend: BackendOption = None,
     bootstrap_servers: BootstrapOption = None,
     messages: Annotated[int, typer.Option(min=1, help="messages per consumer run")] = _defaults.messages,
     partitions: Annotated[int, typer.Option(min=1, help="partitions of each queue")] = _defaults.partitions,
@@ -60,7 +60,7 @@ def bench(
         size=size,
         batch=batch,
         repeat=repeat,
-        backend=backend,
+        backend=resolve_backend(backend) if bootstrap_servers is None else (backend or "kafka"),
         bootstrap_servers=bootstrap_servers or os.environ.get("KMQ_BOOTSTRAP_SERVERS") or None,
         contenders=_contenders(contenders),
         tracker_pending=tracker_pending,
