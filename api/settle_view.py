@@ -24,13 +24,14 @@ _log = logging.getLogger(__name__)
 COMMIT_INTERVAL_S = 2.0
 _POLL_S = 0.1
 _BATCH = 1000
+_COMMITTED_TIMEOUT_S = 5.0
 _KEY_BYTES = 12
 
 
 class SettleView:
     """Thread-safe: the reading thread feeds it, request handlers ask it and add their own notes at once."""
 
-    def __init__(self, config: KmqConfig, partitions: int, metadata_timeout_s: float = 10.0) -> None:
+    def __init__(self, config: KmqConfig, partitions: int) -> None:
         self.topic = config.markers_topic
         self.group_id = f"{config.markers_topic}__api"
         self.caught_up = threading.Event()
@@ -39,10 +40,15 @@ class SettleView:
         self._positions: dict[int, int] = {}
         self._not_at_end = set(range(partitions))
         self._consumer = Consumer(consumer_settings(config, self.group_id, enable_partition_eof=True))
-        self._consumer.assign(self._starts(partitions, metadata_timeout_s))
+        self._partitions = partitions
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"kmq-api-settled-{config.queue_topic}", daemon=True)
         self._thread.start()
+
+    def __len__(self) -> int:
+        """Deliveries with notes remembered (a gauge of the facade's metrics)."""
+        with self._lock:
+            return len(self._settlements)
 
     def settled_by(self, key: MarkerKey, issued_at_ms: int) -> Action | None:
         with self._lock:
@@ -61,12 +67,26 @@ class SettleView:
         finally:
             self._consumer.close()
 
-    def _starts(self, partitions: int, timeout_s: float) -> list[TopicPartition]:
-        wanted = [TopicPartition(self.topic, p) for p in range(partitions)]
-        committed = self._consumer.committed(wanted, timeout=timeout_s)
-        return [TopicPartition(self.topic, tp.partition, max(tp.offset, OFFSET_BEGINNING)) for tp in committed]
+    def _assign(self) -> bool:
+        """Read from where the group's commit says (the start when none): retried until it works, since a group
+        coordinator just started (or moved) answers NOT_COORDINATOR for a while. True once assigned."""
+        while not self._stopping.is_set():
+            wanted = [TopicPartition(self.topic, p) for p in range(self._partitions)]
+            try:
+                committed = self._consumer.committed(wanted, timeout=_COMMITTED_TIMEOUT_S)
+            except KafkaException as e:
+                _log.info("reading the committed offsets of %s (retrying): %s", self.group_id, e)
+                self._stopping.wait(_POLL_S)
+                continue
+            self._consumer.assign(
+                [TopicPartition(self.topic, tp.partition, max(tp.offset, OFFSET_BEGINNING)) for tp in committed]
+            )
+            return True
+        return False
 
     def _run(self) -> None:
+        if not self._assign():
+            return
         next_commit = time.monotonic() + COMMIT_INTERVAL_S
         while not self._stopping.is_set():
             try:

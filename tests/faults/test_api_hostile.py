@@ -70,6 +70,12 @@ def receive(service: Service, config: KmqConfig, count: int) -> list[dict[str, A
     return received
 
 
+def remembered(service: Service, config: KmqConfig) -> float:
+    text = httpx.get(f"{service.url}/metrics", timeout=10).text
+    line = f'kmq_api_receipt_notes{{topic="{config.queue_topic}"}} '
+    return next((float(row[len(line) :]) for row in text.splitlines() if row.startswith(line)), 0.0)
+
+
 def markers_of(config: KmqConfig, partition: int, offset: int) -> list[bytes | None]:
     key = MarkerKey(partition, offset).encode()
     return [r.value for r in read_topic(config, config.markers_topic, 2) if r.key == key]
@@ -102,7 +108,9 @@ def test_forged_and_replayed_receipts_are_never_acted_on_twice(make_config: Make
         assert [r["status"] for r in results] == ["invalid", "invalid", "wrong_queue"]
         # replayed at the other replica: settled once
         assert post(a, config, "ack", {"receipts": [first["receipt"]]}).json()["results"][0]["status"] == "ok"
-        wait_for(lambda: post(b, config, "nack", {"receipts": [first["receipt"]]}).status_code == 409, what="409 at b")
+        # (b answers 409 once it has read a's END: a replay within that moment, ~ms, would pass; see api.settle)
+        wait_for(lambda: remembered(b, config) >= 1, what="b to read the note of a's ack")
+        assert post(b, config, "nack", {"receipts": [first["receipt"]]}).status_code == 409
         # the same receipt ten times at once at one replica: one ok, nine 409
         with ThreadPoolExecutor(10) as pool:
             answers = list(pool.map(lambda _: post(a, config, "ack", {"receipts": [second["receipt"]]}), range(10)))
