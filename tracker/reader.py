@@ -58,36 +58,51 @@ class QueueReader:
     def read(self, partition: int, offsets: Sequence[int]) -> ReadResult:
         result = ReadResult()
         deadline = time.monotonic() + self._timeout_s
-        for run in _runs(self._existing(partition, sorted(set(offsets)), result, deadline)):
-            if result.error is not None or time.monotonic() >= deadline:
-                result.unread.extend(run)
-                continue
-            self._read_run(partition, run, result, deadline)
+        wanted = sorted(set(offsets))
+        first = bisect_left(wanted, 0)
+        self._nonexistent(partition, wanted[:first], result)  # negative: no message has them
+        # Offsets below the end last seen exist; reading them refreshes the end the others are checked against.
+        seen = bisect_left(wanted, self._cached_end(partition), lo=first)
+        found_before = len(result.found)
+        self._read_runs(partition, wanted[first:seen], result, deadline)
+        fresh = len(result.found) > found_before
+        self._read_runs(partition, self._existing(partition, wanted[seen:], result, deadline, fresh), result, deadline)
         return result
 
     def close(self) -> None:
         self._consumer.close()
 
-    def _existing(self, partition: int, wanted: list[int], result: ReadResult, deadline: float) -> list[int]:
-        """`wanted` without the offsets no message can have, which go to `result.missing`: negative ones, and those
-        at or past the partition's end (a START names a message a client has read, so one below the end then and
-        ever since). The end is the high watermark of a fetch response; a fetch past the end is never waited for
-        (some brokers answer it with nothing until the timeout)."""
-        first = bisect_left(wanted, 0)
-        nonexistent, wanted = wanted[:first], wanted[first:]
-        if wanted and wanted[-1] >= self._cached_end(partition):
-            end = self._fetch_end(partition, deadline)
-            cut = bisect_left(wanted, end) if end is not None else len(wanted)
-            nonexistent, wanted = nonexistent + wanted[cut:], wanted[:cut]
-        if nonexistent:
+    def _read_runs(self, partition: int, wanted: list[int], result: ReadResult, deadline: float) -> None:
+        for run in _runs(wanted):
+            if result.error is not None or time.monotonic() >= deadline:
+                result.unread.extend(run)
+                continue
+            self._read_run(partition, run, result, deadline)
+
+    def _existing(
+        self, partition: int, wanted: list[int], result: ReadResult, deadline: float, fresh: bool
+    ) -> list[int]:
+        """`wanted` (at or past the end last seen) without the offsets no message has, which go to
+        `result.missing`: those at or past the partition's end (a START names a message a client has read, so one
+        below the end then and ever since). The end is the high watermark of a fetch response: of this read's when
+        it found something (`fresh`), else of a fetch made for it. A fetch past the end is never waited for (some
+        brokers answer it with nothing until the timeout)."""
+        if not wanted:
+            return wanted
+        end = self._cached_end(partition) if fresh else self._fetch_end(partition, deadline)
+        cut = bisect_left(wanted, end) if end is not None else len(wanted)
+        self._nonexistent(partition, wanted[cut:], result)
+        return wanted[:cut]
+
+    def _nonexistent(self, partition: int, offsets: list[int], result: ReadResult) -> None:
+        if offsets:
             _log.warning(
                 "START markers name offsets no message of %s[%d] has (negative, or past its end): %s",
                 self._topic,
                 partition,
-                nonexistent if len(nonexistent) <= 10 else f"{nonexistent[:10]} and {len(nonexistent) - 10} more",
+                offsets if len(offsets) <= 10 else f"{offsets[:10]} and {len(offsets) - 10} more",
             )
-            result.missing.extend(nonexistent)
-        return wanted
+            result.missing.extend(offsets)
 
     def _cached_end(self, partition: int) -> int:
         """The high watermark of the last fetch response from this partition (negative when none came yet)."""
