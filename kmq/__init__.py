@@ -11,12 +11,14 @@ from kmq.errors import (
     CommitError,
     ConfigError,
     DeliveryError,
+    DurationTooLongError,
     EmbeddedBrokerError,
     KmqError,
     MarkerDecodeError,
     MarkerWriteError,
     TopicMismatchError,
     TopicMissingError,
+    TransactionError,
 )
 from kmq.marker_writer import MarkerWriter
 from kmq.markers import EndMarker, Marker, MarkerKey, StartMarker, decode_marker
@@ -30,6 +32,7 @@ __all__ = [
     "CommitError",
     "ConfigError",
     "DeliveryError",
+    "DurationTooLongError",
     "EmbeddedBrokerError",
     "EndMarker",
     "KmqClient",
@@ -49,6 +52,7 @@ __all__ = [
     "StartMarker",
     "TopicMismatchError",
     "TopicMissingError",
+    "TransactionError",
     "Worker",
     "WorkerConfig",
     "check_topics",
