@@ -67,6 +67,27 @@ class SortedRows:
                 break
         return found
 
+    def leading_rows(self, bound: int, limit: int) -> list[Row]:
+        """The smallest rows whose first column is <= `bound`, at most `limit` of them."""
+        found: list[Row] = []
+        for columns in self._chunks:
+            n = min(bisect_right(columns[0], bound), limit - len(found))
+            found.extend(zip(*(column[:n] for column in columns), strict=True))
+            if len(found) >= limit or n < len(columns[0]):
+                break
+        return found
+
+    def keys_between(self, lo: int, hi: int) -> list[int]:
+        """First-column values v with lo <= v < hi, ascending."""
+        found: list[int] = []
+        k = bisect_left(self._maxes, (lo,))
+        for columns in self._chunks[k:]:
+            first = columns[0]
+            found.extend(first[bisect_left(first, lo) : bisect_left(first, hi)])
+            if first[-1] >= hi:
+                break
+        return found
+
     def add(self, row: Row) -> None:
         """Insert `row`, which must have `width` values (an equal row may already be present)."""
         if len(row) != self._width:
