@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field, SecretStr, model_validator
 
@@ -38,6 +38,13 @@ class KmqConfig(FrozenConfig):
         15_000, gt=0, description="how long start-up checks wait for the cluster before reporting it unreachable"
     )
     transactional: bool = Field(False, description="write START markers and commit offsets in one transaction")
+    marker_format: Literal["kmq", "batch"] = Field(
+        "kmq",
+        description="`kmq`: two markers per message (JVM kmq compatible); `batch`: per batch (this project's tracker)",
+    )
+    end_flush_ms: int = Field(
+        100, gt=0, description="with `batch` markers: the longest an acknowledgement waits before it is written"
+    )
     security_protocol: str = Field("", description="librdkafka security.protocol (e.g. SASL_SSL)")
     sasl_mechanism: str = Field("", description="librdkafka sasl.mechanism (e.g. SCRAM-SHA-512)")
     sasl_username: str = Field("", description="SASL user name")
