@@ -8,7 +8,7 @@ from typing import Any
 from kmq.bench import protocol
 from kmq.bench.children import TrackerChild, Worker
 from kmq.bench.display import Display
-from kmq.bench.options import KMQ, SHARE, BenchOptions
+from kmq.bench.options import KMQ_CLIENTS, SHARE, BenchOptions
 from kmq.bench.preload import fresh_queue, preload
 from kmq.config import KmqConfig
 from kmq.embedded import KafkaCluster
@@ -24,7 +24,7 @@ def run_consumer(
     display.phase("creating topics")
     config = fresh_queue(cluster, contender, options.partitions)
     args = _worker_args(options, contender, round_)
-    if contender != KMQ:
+    if contender not in KMQ_CLIENTS:
         return _measure(config, options, contender, args, display)
     display.phase("starting the tracker")
     tracker = TrackerChild(config)

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from kmq.embedded import BACKENDS
 from kmq.errors import ConfigError
 
-PLAIN, KMQ, SHARE, TRACKER, HTTP = "plain", "kmq", "share", "tracker", "http"
-CONTENDERS = (PLAIN, KMQ, SHARE, TRACKER, HTTP)
-CONSUMERS = (PLAIN, KMQ, SHARE)  # measured by a worker process on a preloaded queue
+PLAIN, KMQ, KMQ_BATCH, SHARE, TRACKER, HTTP = "plain", "kmq", "kmq-batch", "share", "tracker", "http"
+CONTENDERS = (PLAIN, KMQ, KMQ_BATCH, SHARE, TRACKER, HTTP)
+CONSUMERS = (PLAIN, KMQ, KMQ_BATCH, SHARE)  # measured by a worker process on a preloaded queue
+KMQ_CLIENTS = {KMQ: "kmq", KMQ_BATCH: "batch"}  # the contenders that are a KmqClient, and their marker format
 # librdkafka's mock cluster drops a partition's oldest data past 5 MiB (measured: value + ~40 bytes per record).
 MOCK_PARTITION_LIMIT_BYTES = 4 * 1024 * 1024
 RECORD_OVERHEAD_BYTES = 40
@@ -38,6 +39,7 @@ class BenchOptions:
     http_batch: int = 100
     stall_timeout_ms: int = 60_000
     profile_dir: str | None = None  # pyinstrument profiles of the consumer runs' windows go here
+    marker_format: str = "kmq"  # of the tracker and http contenders (kmq and kmq-batch have their own)
 
     def __post_init__(self) -> None:
         for name in ("messages", "partitions", "batch", "repeat", "tracker_pending", "http_messages", "http_batch"):
@@ -45,6 +47,8 @@ class BenchOptions:
                 raise ConfigError(name, "must be at least 1")
         if self.bootstrap_servers is None and self.backend not in BACKENDS:
             raise ConfigError("backend", f"choose {' or '.join(BACKENDS)}, or give bootstrap servers")
+        if self.marker_format not in ("kmq", "batch"):
+            raise ConfigError("marker_format", f"choose kmq or batch (got {self.marker_format!r})")
         if self.size < 0:
             raise ConfigError("size", "must not be negative")
         unknown = [c for c in self.contenders if c not in CONTENDERS]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kmq.bench.options import HTTP, KMQ, PLAIN, SHARE, TRACKER
+from kmq.bench.options import HTTP, KMQ, KMQ_BATCH, PLAIN, SHARE, TRACKER
 from kmq.bench.stats import median
 
 
@@ -38,6 +38,7 @@ _CONSUMER = Shape(
 SHAPES = {
     PLAIN: _CONSUMER,
     KMQ: _CONSUMER,
+    KMQ_BATCH: _CONSUMER,
     SHARE: _CONSUMER,
     TRACKER: Shape(
         "markers_per_s",
