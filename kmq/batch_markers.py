@@ -7,7 +7,6 @@ list of absolute `(start, length)` runs, ascending and disjoint with at least on
 
 from __future__ import annotations
 
-import itertools
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -104,9 +103,9 @@ def runs_of(offsets: Iterable[int]) -> tuple[Run, ...]:
 
 def contiguous_runs(offsets: Sequence[int]) -> tuple[Run, ...]:
     """`runs_of` with a fast path for what a consumer returns: ascending offsets with no gap (one run)."""
-    first = offsets[0]
-    if offsets[-1] - first + 1 == len(offsets) and all(b == a + 1 for a, b in itertools.pairwise(offsets)):
-        return ((first, len(offsets)),)
+    first, count = offsets[0], len(offsets)
+    if offsets[-1] - first + 1 == count and list(offsets) == list(range(first, first + count)):  # compared in C
+        return ((first, count),)
     return runs_of(offsets)
 
 

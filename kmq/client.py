@@ -45,6 +45,7 @@ class KmqClient:
         batch = config.marker_format == "batch"
         self._ends = EndBatcher(self._markers.batch_end, config.end_flush_ms) if batch else None
         self._end_at = self._markers.end_at if self._ends is None else self._ends.add
+        self._ack = None if self._ends is None else self._ends.add_ack
         self._transactions = TransactionalStarts(config, self._consumer) if config.transactional else None
         self._starts = StartWriter(config) if self._transactions is None else None
         self._lock = threading.Lock()
@@ -84,8 +85,11 @@ class KmqClient:
         With `marker_format="batch"` the acknowledgement joins a BATCH END written within `end_flush_ms`."""
         if self._closed:
             self._check_open()
-        # Once per message: no MarkerKey built, one call into the writer (or the batcher).
-        self._end_at(msg.partition, msg.offset)
+        # Once per message: no MarkerKey built, one call into the writer (or a deque's append, for the batcher).
+        if self._ack is not None:
+            self._ack((msg.partition, msg.offset))
+        else:
+            self._end_at(msg.partition, msg.offset)
 
     def processed_many(self, messages: Iterable[Target]) -> None:
         """`processed` for many messages at once (with `batch` markers: gathered under one lock)."""

@@ -70,7 +70,7 @@ def test_acks_become_batch_ends_within_end_flush_ms_while_the_app_blocks(make_co
         wait_for(lambda: len(ended(config)) == 20, 10, what="20 acks as BATCH ENDs")
         assert time.monotonic() - acked_at < 5  # generous: the deadline itself is shown by the unit test
         ends = [m for _, m in decoded(config) if isinstance(m, BatchEnd)]
-        assert len(ends) <= 2
+        assert len(ends) <= 3  # a writer round may fall between two processed() calls, not more often
         assert ended(config) == {(m.partition, m.offset) for m in received[:20]}
     finally:
         client.close()
