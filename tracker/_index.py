@@ -77,6 +77,31 @@ class SortedRows:
                 break
         return found
 
+    def floor(self, key: int) -> Row | None:
+        """The last row whose first column is <= `key`, or None."""
+        k = bisect_left(self._maxes, (key + 1,))
+        if k < len(self._chunks):
+            first = self._chunks[k][0]
+            i = bisect_right(first, key)
+            if i > 0:
+                return _row_at(self._chunks[k], i - 1)
+        if k > 0:
+            columns = self._chunks[k - 1]
+            return _row_at(columns, len(columns[0]) - 1)
+        return None
+
+    def rows_between(self, lo: int, hi: int) -> list[Row]:
+        """Rows whose first column v has lo <= v < hi, ascending."""
+        found: list[Row] = []
+        k = bisect_left(self._maxes, (lo,))
+        for columns in self._chunks[k:]:
+            first = columns[0]
+            i, j = bisect_left(first, lo), bisect_left(first, hi)
+            found.extend(zip(*(column[i:j] for column in columns), strict=True))
+            if j < len(first):
+                break
+        return found
+
     def keys_between(self, lo: int, hi: int) -> list[int]:
         """First-column values v with lo <= v < hi, ascending."""
         found: list[int] = []

@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Iterable
 
 from kmq.batch_markers import Run
+from tracker._index import DEFAULT_LOAD
 from tracker.batch_pending import BatchSet
 from tracker.pending import PendingSet
 
@@ -20,9 +21,10 @@ from tracker.pending import PendingSet
 class MixedPending:
     """The winning START per queue offset without an END yet, ordered by (deadline, marker offset, queue offset)."""
 
-    def __init__(self, singles: PendingSet | None = None) -> None:
-        self.singles = singles if singles is not None else PendingSet()
-        self.batches = BatchSet()
+    def __init__(self, singles: PendingSet | None = None, *, chunk_rows: int = DEFAULT_LOAD) -> None:
+        # chunk_rows tunes the index chunks; tests make it small to exercise splits and merges.
+        self.singles = singles if singles is not None else PendingSet(chunk_rows=chunk_rows)
+        self.batches = BatchSet(chunk_rows=chunk_rows)
 
     def start(self, queue_offset: int, marker_offset: int, deadline_ms: int) -> None:
         """A kmq START (a first delivery, extend or nack): it overrides a batch for this one offset."""

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kmq.batch_markers import BatchEnd, BatchStart, offsets_in, runs_of
 from kmq.markers import EndMarker, MarkerKey, StartMarker
+from tracker.mixed_pending import MixedPending
 from tracker.pacing import Backoff
 from tracker.partition import PartitionState
 from tracker.pending import PendingSet
@@ -32,6 +33,13 @@ class RangePendingModel(RuleBasedStateMachine):
         self.state.reached_end(0)  # caught up: due() answers from the start
         self.model = PendingSet()
         self.marker = 0
+
+    @initialize(chunk_rows=st.integers(min_value=2, max_value=6))
+    def small_chunks(self, chunk_rows: int) -> None:
+        # Tiny index chunks make every few steps split or merge one, under the runs and the kmq entries alike.
+        pending = MixedPending(chunk_rows=chunk_rows)
+        self.state = PartitionState("q__markers", _PARTITION, Backoff(100, 1_000), pending)
+        self.state.reached_end(0)
 
     def _apply(self, first_offset: int, value: bytes) -> None:
         assert self.state.apply(self.marker, 0, MarkerKey(_PARTITION, first_offset).encode(), value)
