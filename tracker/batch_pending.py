@@ -35,8 +35,7 @@ class BatchSet:
         runs = tuple(runs)
         if not runs:
             return
-        for start, length in runs:
-            self.end_range(start, start + length)
+        self.end_runs(runs)
         for start, length in runs:
             self._runs.add((start, start + length, marker_offset))
         pending = sum(length for _, length in runs)
@@ -47,13 +46,26 @@ class BatchSet:
 
     def end_range(self, lo: int, hi: int) -> int:
         """Offsets lo..hi-1 are no longer pending here (an END, or a newer START for them); how many were."""
-        if not self._len:
+        return self.end_runs(((lo, hi - lo),)) if hi > lo else 0
+
+    def end_runs(self, runs: tuple[Run, ...]) -> int:
+        """The offsets of `runs` (ascending, disjoint) are no longer pending here; how many were.
+
+        One pass: the stored runs that may overlap are read once, cut by every run given, and written back at once."""
+        if not self._len or not runs:
             return 0
+        lo, hi = runs[0][0], runs[-1][0] + runs[-1][1]
         before = self._runs.floor(lo - 1)
-        overlapping = self._runs.rows_between(lo, hi)
         if before is not None and before[1] > lo:
-            overlapping.insert(0, before)
-        return sum(self._carve(row, lo, hi) for row in overlapping)
+            lo = before[0]
+        stored = self._runs.rows_between(lo, hi + 1)  # + 1: a remainder may start at hi
+        if not stored:
+            return 0
+        pieces, cuts = _cut(stored, runs)
+        if not cuts:
+            return 0
+        self._runs.replace_between(lo, hi + 1, pieces)
+        return self._count_cuts(cuts)
 
     def due(self, now_ms: int, limit: int) -> Iterator[tuple[int, int, int]]:
         """(deadline, marker offset, queue offset) of due offsets, in that order, at most `limit`; not removed."""
@@ -96,20 +108,38 @@ class BatchSet:
     def __len__(self) -> int:
         return self._len
 
-    def _carve(self, row: tuple[int, ...], lo: int, hi: int) -> int:
-        """Cut lo..hi-1 out of the run `row` of its group; the number of offsets cut."""
-        start, end, marker = row
-        self._runs.discard(row)
-        if start < lo:
-            self._runs.add((start, lo, marker))
-        if hi < end:
-            self._runs.add((hi, end, marker))
-        cut = min(end, hi) - max(start, lo)
-        group = self._groups[marker]
-        group[_PENDING] -= cut
-        self._len -= cut
-        if group[_PENDING] == 0:
-            del self._groups[marker]
-            self._by_deadline.remove((group[_DEADLINE], marker))
-            self._by_marker.remove(marker)
-        return cut
+    def _count_cuts(self, cuts: dict[int, int]) -> int:
+        for marker, cut in cuts.items():
+            group = self._groups[marker]
+            group[_PENDING] -= cut
+            if group[_PENDING] == 0:
+                del self._groups[marker]
+                self._by_deadline.remove((group[_DEADLINE], marker))
+                self._by_marker.remove(marker)
+        total = sum(cuts.values())
+        self._len -= total
+        return total
+
+
+def _cut(stored: list[tuple[int, ...]], runs: tuple[Run, ...]) -> tuple[list[tuple[int, ...]], dict[int, int]]:
+    """The stored runs minus the given ones (both ascending), and how many offsets each group lost."""
+    pieces: list[tuple[int, ...]] = []
+    cuts: dict[int, int] = {}
+    r = 0
+    for start, end, marker in stored:
+        while r < len(runs) and runs[r][0] + runs[r][1] <= start:
+            r += 1  # given runs wholly before this stored run
+        position, i = start, r
+        while i < len(runs) and runs[i][0] < end:
+            cut_lo, cut_hi = max(runs[i][0], start), min(runs[i][0] + runs[i][1], end)
+            if cut_lo > position:
+                pieces.append((position, cut_lo, marker))
+            cuts[marker] = cuts.get(marker, 0) + cut_hi - cut_lo
+            position = cut_hi
+            if runs[i][0] + runs[i][1] > end:
+                break  # this given run reaches into the next stored run
+            i += 1
+        r = i
+        if position < end:
+            pieces.append((position, end, marker))
+    return pieces, cuts

@@ -49,7 +49,7 @@ class MixedPending:
         runs = tuple(runs)
         ended = self._end_singles(runs)
         if len(self.batches):
-            ended += sum(self.batches.end_range(start, start + length) for start, length in runs)
+            ended += self.batches.end_runs(runs)
         return ended
 
     def due(self, now_ms: int, limit: int) -> list[int]:

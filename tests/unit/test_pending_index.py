@@ -130,3 +130,25 @@ def test_floor_and_rows_between_agree_with_a_sorted_list(keys: set[int], load: i
     assert rows.rows_between(lo, hi) == [row for row in ordered if lo <= row[0] < hi]
     below = [row for row in ordered if row[0] <= lo]
     assert rows.floor(lo) == (below[-1] if below else None)
+
+
+@given(
+    st.sets(st.integers(0, 200), max_size=80),
+    st.integers(2, 5),
+    st.integers(0, 200),
+    st.integers(0, 60),
+    st.sets(st.integers(0, 60), max_size=30),
+)
+def test_replace_between_agrees_with_a_sorted_list(
+    keys: set[int], load: int, lo: int, width: int, new: set[int]
+) -> None:
+    rows = SortedRows(2, load)
+    for key in keys:
+        rows.add((key, -key))
+    hi = lo + width
+    replacement = sorted((lo + n, n) for n in new if lo + n < hi)
+    rows.replace_between(lo, hi, replacement)
+    expected = sorted([(k, -k) for k in keys if not lo <= k < hi] + replacement)
+    assert rows.rows_between(-1, 10**6) == expected
+    assert len(rows) == len(expected)
+    assert rows.first() == (expected[0] if expected else None)
