@@ -17,10 +17,10 @@ from tests.integration.test_client import SpyConsumer, receive_all, send
 MakeConfig = Callable[..., KmqConfig]
 
 
-def decoded(config: KmqConfig) -> list[tuple[int, object]]:
+def decoded(config: KmqConfig, partitions: int = 4) -> list[tuple[int, object]]:
     """(markers partition, decoded marker) for every record on the markers topic, in order per partition."""
     out: list[tuple[int, object]] = []
-    for record in read_topic(config, config.markers_topic, 4):
+    for record in read_topic(config, config.markers_topic, partitions):
         key = MarkerKey.decode(record.key)
         assert key.partition == record.partition
         value = record.value or b""
@@ -29,8 +29,8 @@ def decoded(config: KmqConfig) -> list[tuple[int, object]]:
     return out
 
 
-def ended(config: KmqConfig) -> set[tuple[int, int]]:
-    return {(p, o) for p, m in decoded(config) if isinstance(m, BatchEnd) for o in offsets_in(m.runs)}
+def ended(config: KmqConfig, partitions: int = 4) -> set[tuple[int, int]]:
+    return {(p, o) for p, m in decoded(config, partitions) if isinstance(m, BatchEnd) for o in offsets_in(m.runs)}
 
 
 @pytest.mark.parametrize("transactional", [False, True])
