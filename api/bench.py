@@ -68,7 +68,7 @@ def run_benchmark(
     concurrency: int = 1,
     value_bytes: int = 100,
     cluster: KafkaCluster | None = None,
-    marker_format: str = "kmq",
+    marker_format: str = "batch",
 ) -> Figures:
     """Send `messages` in batches of `batch`, then receive and ack them all in batches of `batch`.
 
@@ -255,7 +255,7 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=1, help="concurrent HTTP clients (each: receive, then ack)")
     parser.add_argument("--value-bytes", type=int, default=100)
-    parser.add_argument("--marker-format", choices=("kmq", "batch"), default="kmq")
+    parser.add_argument("--marker-format", choices=("kmq", "batch"), default="batch")
     args = parser.parse_args()
     figures = run_benchmark(
         args.messages, args.batch, args.partitions, args.concurrency, args.value_bytes, marker_format=args.marker_format

@@ -39,7 +39,7 @@ class KmqConfig(FrozenConfig):
     )
     transactional: bool = Field(False, description="write START markers and commit offsets in one transaction")
     marker_format: Literal["kmq", "batch"] = Field(
-        "kmq",
+        "batch",
         description="`kmq`: two markers per message (JVM kmq compatible); `batch`: per batch (this project's tracker)",
     )
     end_flush_ms: int = Field(

@@ -44,7 +44,7 @@ def run_benchmark(
     partitions: int = 4,
     msg_timeout_ms: int = 1_000,
     log_dir: Path | None = None,
-    marker_format: str = "kmq",
+    marker_format: str = "batch",
 ) -> dict[str, Any]:
     """The figures, on `cluster` (default: the one `KMQ_BOOTSTRAP_SERVERS` names, else an embedded tansu broker)."""
     if cluster is None:
@@ -126,7 +126,7 @@ def main(
     ended: Annotated[int, typer.Option(help="START+END pairs during the ingest phase")] = 250_000,
     expiring: Annotated[int, typer.Option(help="messages left to expire in the lateness phase")] = 2_000,
     partitions: Annotated[int, typer.Option(min=1, help="partitions of the queue and markers topics")] = 4,
-    marker_format: Annotated[str, typer.Option(help="markers written and used by the client: kmq or batch")] = "kmq",
+    marker_format: Annotated[str, typer.Option(help="markers written and used by the client: kmq or batch")] = "batch",
 ) -> None:
     """Measure the tracker (embedded tansu broker unless KMQ_BOOTSTRAP_SERVERS is set); print JSON."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -119,7 +119,7 @@ def main() -> None:
     parser.add_argument("--send", type=int, default=None, help="send this many messages first, stop once processed")
     parser.add_argument("--concurrency", type=int, default=50, help="messages handled at once")
     parser.add_argument(
-        "--marker-format", choices=("kmq", "batch"), help="kmq or batch markers (default: KMQ_MARKER_FORMAT, else kmq)"
+        "--marker-format", choices=("kmq", "batch"), help="markers (default: KMQ_MARKER_FORMAT, else batch)"
     )
     args = parser.parse_args()
     with kafka(args.bootstrap_servers, args.queue or f"asyncio-example-{uuid.uuid4().hex[:8]}") as config:

@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--msg-timeout-ms", type=int, default=2000, help="time before a redelivery")
     parser.add_argument("--timeout", type=float, default=60.0, help="give up after this many seconds")
     parser.add_argument(
-        "--marker-format", choices=("kmq", "batch"), help="kmq or batch markers (default: KMQ_MARKER_FORMAT, else kmq)"
+        "--marker-format", choices=("kmq", "batch"), help="markers (default: KMQ_MARKER_FORMAT, else batch)"
     )
     args = parser.parse_args()
     queue = f"embedded-example-{uuid.uuid4().hex[:8]}"

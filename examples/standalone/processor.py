@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=None, help="stop after this many distinct messages")
     parser.add_argument("--seed", type=int, default=None, help="random seed of the drops")
     parser.add_argument(
-        "--marker-format", choices=("kmq", "batch"), help="kmq or batch markers (default: KMQ_MARKER_FORMAT, else kmq)"
+        "--marker-format", choices=("kmq", "batch"), help="markers (default: KMQ_MARKER_FORMAT, else batch)"
     )
     args = parser.parse_args()
     servers = {"bootstrap_servers": args.bootstrap_servers} if args.bootstrap_servers else {}

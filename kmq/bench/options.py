@@ -39,7 +39,7 @@ class BenchOptions:
     http_batch: int = 100
     stall_timeout_ms: int = 60_000
     profile_dir: str | None = None  # pyinstrument profiles of the consumer runs' windows go here
-    marker_format: str = "kmq"  # of the tracker and http contenders (kmq and kmq-batch have their own)
+    marker_format: str = "batch"  # of the tracker and http contenders (kmq and kmq-batch have their own)
 
     def __post_init__(self) -> None:
         for name in ("messages", "partitions", "batch", "repeat", "tracker_pending", "http_messages", "http_batch"):

@@ -47,7 +47,7 @@ def bench(
     plot_file: Annotated[Path | None, typer.Option("--plot", help="draw throughput and latency bars (PNG)")] = None,
     marker_format: Annotated[
         str, typer.Option("--marker-format", help="markers of the tracker and http contenders: kmq or batch")
-    ] = "kmq",
+    ] = "batch",
     profile_dir: Annotated[
         Path | None,
         typer.Option("--profile", help="pyinstrument profiles of the consumer runs go to this directory"),

@@ -58,7 +58,7 @@ def demo(
     seed: Annotated[int | None, typer.Option(help="random seed of the workers' drops")] = None,
     marker_format: Annotated[
         str, typer.Option("--marker-format", help="kmq (two markers per message) or batch (markers per batch)")
-    ] = "kmq",
+    ] = "batch",
 ) -> None:
     """Run the whole flow and verify from the topics that no message was lost (exit 0 only then).
 

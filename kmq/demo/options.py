@@ -31,7 +31,7 @@ class DemoOptions:
     api_port: int | None = None
     keep_running: bool = False
     seed: int | None = None
-    marker_format: str = "kmq"
+    marker_format: str = "batch"
 
     def __post_init__(self) -> None:
         _at_least("messages", self.messages, 1)

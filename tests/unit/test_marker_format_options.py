@@ -14,14 +14,14 @@ from kmq.demo import DemoOptions
 from kmq.errors import ConfigError
 
 
-def test_kmq_is_the_default_and_batch_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_batch_is_the_default_and_kmq_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     config = KmqConfig(bootstrap_servers="b:1", queue_topic="q")
-    assert (config.marker_format, config.end_flush_ms) == ("kmq", 100)
-    monkeypatch.setenv("KMQ_MARKER_FORMAT", "batch")
+    assert (config.marker_format, config.end_flush_ms) == ("batch", 100)
+    monkeypatch.setenv("KMQ_MARKER_FORMAT", "kmq")
     monkeypatch.setenv("KMQ_END_FLUSH_MS", "250")
     from_env = KmqConfig.from_env(bootstrap_servers="b:1", queue_topic="q")
-    assert (from_env.marker_format, from_env.end_flush_ms) == ("batch", 250)
-    assert KmqConfig.from_env(**from_env.model_dump()).to_env()["KMQ_MARKER_FORMAT"] == "batch"
+    assert (from_env.marker_format, from_env.end_flush_ms) == ("kmq", 250)
+    assert KmqConfig.from_env(**from_env.model_dump()).to_env()["KMQ_MARKER_FORMAT"] == "kmq"
 
 
 def test_an_unknown_format_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
