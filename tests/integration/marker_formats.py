@@ -43,3 +43,20 @@ def pending_tail(markers: Iterable[Record], partitions: int) -> dict[int, int]:
             else:
                 starts[record.partition].pop(offset, None)
     return {p: min(pending.values()) for p, pending in starts.items()}
+
+
+def marked_offsets(markers: Iterable[Record]) -> tuple[set[tuple[int, int]], set[tuple[int, int]]]:
+    """(partition, offset) of every queue offset the records START, and of every one they END, in either format."""
+    started: set[tuple[int, int]] = set()
+    ended: set[tuple[int, int]] = set()
+    for record in markers:
+        key = MarkerKey.decode(record.key)
+        value = record.value or b""
+        if is_batch_value(value):
+            marker = decode_batch_marker(key.offset, value)
+            into = started if isinstance(marker, BatchStart) else ended
+            into.update((record.partition, o) for o in offsets_in(marker.runs))
+        else:
+            into = started if isinstance(decode_marker(value), StartMarker) else ended
+            into.add((record.partition, key.offset))
+    return started, ended
