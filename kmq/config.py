@@ -45,6 +45,11 @@ class KmqConfig(FrozenConfig):
     end_flush_ms: int = Field(
         100, gt=0, description="with `batch` markers: the longest an acknowledgement waits before it is written"
     )
+    redelivery_tracker: Literal["kmq", "jvm"] = Field(
+        "kmq",
+        description="the tracker that redelivers: `kmq` (this project's) or `jvm` (SoftwareMill's JVM kmq: the client"
+        " then refuses extend and warns of nack delays past msg_timeout_ms; see the README's compatibility matrix)",
+    )
     security_protocol: str = Field("", description="librdkafka security.protocol (e.g. SASL_SSL)")
     sasl_mechanism: str = Field("", description="librdkafka sasl.mechanism (e.g. SCRAM-SHA-512)")
     sasl_username: str = Field("", description="SASL user name")
@@ -66,6 +71,9 @@ class KmqConfig(FrozenConfig):
             data["markers_topic"] = data.get("markers_topic") or f"{queue}__markers"
             data["dead_letter_topic"] = data.get("dead_letter_topic") or f"{queue}__undelivered"
             data["group_id"] = data.get("group_id") or f"{queue}__workers"
+        if isinstance(data, dict) and data.get("redelivery_tracker") == "jvm" and not data.get("marker_format"):
+            # The default format is batch, which a JVM tracker cannot read: declaring one picks kmq's markers.
+            data = {**data, "marker_format": "kmq"}
         return data
 
     @model_validator(mode="after")
@@ -77,6 +85,12 @@ class KmqConfig(FrozenConfig):
                 raise ValueError(f"{field} must be 1-249 characters of a-z A-Z 0-9 . _ -")
         if len({self.queue_topic, self.markers_topic, self.dead_letter_topic}) != 3:
             raise ValueError("queue_topic, markers_topic and dead_letter_topic must be three different topics")
+        # A JVM kmq tracker reads any marker type but START as an END: batch markers would never be redelivered.
+        if self.redelivery_tracker == "jvm" and self.marker_format != "kmq":
+            raise ValueError(
+                "redelivery_tracker 'jvm' needs marker_format 'kmq': a JVM kmq tracker reads a BATCH START as an END"
+                " and would never redeliver those messages"
+            )
         if self.nack_backoff_max_ms < self.nack_backoff_base_ms:
             raise ValueError("nack_backoff_max_ms must be at least nack_backoff_base_ms")
         for field in ("kafka_config", "consumer_kafka_config"):

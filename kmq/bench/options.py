@@ -9,8 +9,12 @@ from kmq.errors import ConfigError
 
 PLAIN, KMQ, KMQ_BATCH, SHARE, TRACKER, HTTP = "plain", "kmq", "kmq-batch", "share", "tracker", "http"
 CONTENDERS = (PLAIN, KMQ, KMQ_BATCH, SHARE, TRACKER, HTTP)
-CONSUMERS = (PLAIN, KMQ, KMQ_BATCH, SHARE)  # measured by a worker process on a preloaded queue
-KMQ_CLIENTS = {KMQ: "kmq", KMQ_BATCH: "batch"}  # the contenders that are a KmqClient, and their marker format
+# SoftwareMill's JVM KmqClient (tests/interop, via kmq.jvm): only when named, as it needs Java and Maven.
+JVM_KMQ = "jvm-kmq"
+ALL_CONTENDERS = (*CONTENDERS, JVM_KMQ)
+CONSUMERS = (PLAIN, KMQ, KMQ_BATCH, SHARE, JVM_KMQ)  # measured by a worker process on a preloaded queue
+# The contenders whose queue has markers, and the marker format of their client (the JVM client writes kmq's).
+KMQ_CLIENTS = {KMQ: "kmq", KMQ_BATCH: "batch", JVM_KMQ: "kmq"}
 # librdkafka's mock cluster drops a partition's oldest data past 5 MiB (measured: value + ~40 bytes per record).
 MOCK_PARTITION_LIMIT_BYTES = 4 * 1024 * 1024
 RECORD_OVERHEAD_BYTES = 40
@@ -31,7 +35,7 @@ class BenchOptions:
     size: int = 100
     batch: int = 500
     repeat: int = 3
-    backend: str = "tansu"
+    backend: str = "kafka"
     bootstrap_servers: str | None = None
     contenders: tuple[str, ...] = CONTENDERS
     tracker_pending: int = 1_000_000
@@ -46,14 +50,15 @@ class BenchOptions:
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be at least 1")
         if self.bootstrap_servers is None and self.backend not in BACKENDS:
-            raise ConfigError("backend", f"choose {' or '.join(BACKENDS)}, or give bootstrap servers")
+            raise ConfigError("backend", f"choose {', '.join(BACKENDS)}, or give bootstrap servers")
         if self.marker_format not in ("kmq", "batch"):
             raise ConfigError("marker_format", f"choose kmq or batch (got {self.marker_format!r})")
         if self.size < 0:
             raise ConfigError("size", "must not be negative")
-        unknown = [c for c in self.contenders if c not in CONTENDERS]
+        unknown = [c for c in self.contenders if c not in ALL_CONTENDERS]
         if unknown or not self.contenders:
-            raise ConfigError("contenders", f"choose from {', '.join(CONTENDERS)} (got {', '.join(unknown) or 'none'})")
+            known = ", ".join(ALL_CONTENDERS)
+            raise ConfigError("contenders", f"choose from {known} (got {', '.join(unknown) or 'none'})")
         if self.on_mock and self.partition_bytes > MOCK_PARTITION_LIMIT_BYTES:
             raise ConfigError(
                 "messages",

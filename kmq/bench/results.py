@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kmq.bench.options import HTTP, KMQ, KMQ_BATCH, PLAIN, SHARE, TRACKER
+from kmq.bench.options import HTTP, JVM_KMQ, KMQ, KMQ_BATCH, PLAIN, SHARE, TRACKER
 from kmq.bench.stats import median
 
 
@@ -40,6 +40,7 @@ SHAPES = {
     KMQ: _CONSUMER,
     KMQ_BATCH: _CONSUMER,
     SHARE: _CONSUMER,
+    JVM_KMQ: _CONSUMER,
     TRACKER: Shape(
         "markers_per_s",
         "markers/s",

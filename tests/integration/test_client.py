@@ -21,7 +21,7 @@ from tests.integration.marker_formats import with_marker_format
 MakeConfig = Callable[..., KmqConfig]
 
 
-@pytest.fixture(params=["kafka", "kafka_mock"])
+@pytest.fixture(params=["kafka", "kafka_tansu", "kafka_mock"])
 def cluster(request: pytest.FixtureRequest) -> Any:
     """Every test here runs on both embedded backends (or once on an external cluster)."""
     return request.getfixturevalue(request.param)

@@ -29,10 +29,13 @@ pytestmark = pytest.mark.integration
 MakeConfig = Callable[..., KmqConfig]
 
 
-@pytest.fixture(params=[("kafka", "kmq"), ("kafka_mock", "kmq"), ("kafka", "batch")], ids=lambda p: "-".join(p))
+@pytest.fixture(
+    params=[("kafka", "kmq"), ("kafka_tansu", "kmq"), ("kafka_mock", "kmq"), ("kafka", "batch")],
+    ids=lambda p: "-".join(p),
+)
 def backend(request: pytest.FixtureRequest) -> tuple[str, str]:
-    """Every test here runs on both embedded backends (or once on an external cluster) with kmq markers, and on
-    the first with batch markers too."""
+    """Every test here runs on every embedded backend (or once on an external cluster) with kmq markers, and on
+    the first with batch markers too (the default format; once is enough to keep the suite short)."""
     backend: tuple[str, str] = request.param
     return backend
 
