@@ -68,17 +68,19 @@ def run_benchmark(
     concurrency: int = 1,
     value_bytes: int = 100,
     cluster: KafkaCluster | None = None,
+    marker_format: str = "batch",
 ) -> Figures:
     """Send `messages` in batches of `batch`, then receive and ack them all in batches of `batch`.
 
     The cluster: `cluster`, else the one `KMQ_BOOTSTRAP_SERVERS` names, else an embedded tansu broker."""
     with _cluster(cluster) as kafka:
-        config = kafka.config(f"bench-api-{uuid.uuid4().hex[:8]}")
+        config = kafka.config(f"bench-api-{uuid.uuid4().hex[:8]}", marker_format=marker_format)
         kafka.ensure_topics(config, partitions)
         with _api_process(config) as (base_url, api_key):
             plan = _Plan(messages, batch, concurrency, value_bytes)
             measured = asyncio.run(_measure(f"{base_url}/v1/queues/{config.queue_topic}", api_key, plan))
-    setup: Figures = {"backend": kafka.backend, "messages": messages, "batch": batch, "partitions": partitions}
+    setup: Figures = {"backend": kafka.backend, "marker_format": marker_format, "messages": messages, "batch": batch}
+    setup["partitions"] = partitions
     return {**setup, "concurrency": concurrency, **measured}
 
 
@@ -120,6 +122,7 @@ def _child_env(config: KmqConfig, port: int, api_key: str) -> dict[str, str]:
             "KMQ_KAFKA_CONFIG": json.dumps(config.kafka_config),
             "KMQ_CONSUMER_KAFKA_CONFIG": json.dumps(config.consumer_kafka_config),
             "KMQ_API_QUEUES": config.queue_topic,
+            "KMQ_MARKER_FORMAT": config.marker_format,
             "KMQ_API_KEYS": api_key,
             "KMQ_API_RECEIPT_SECRET": secrets.token_hex(32),
             "KMQ_API_HOST": "127.0.0.1",
@@ -252,8 +255,11 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=1, help="concurrent HTTP clients (each: receive, then ack)")
     parser.add_argument("--value-bytes", type=int, default=100)
+    parser.add_argument("--marker-format", choices=("kmq", "batch"), default="batch")
     args = parser.parse_args()
-    figures = run_benchmark(args.messages, args.batch, args.partitions, args.concurrency, args.value_bytes)
+    figures = run_benchmark(
+        args.messages, args.batch, args.partitions, args.concurrency, args.value_bytes, marker_format=args.marker_format
+    )
     sys.stdout.write(json.dumps(figures, indent=2) + "\n")
 
 

@@ -17,10 +17,19 @@ PortOption = Annotated[
     int | None, typer.Option("--port", min=1, max=65535, help="listen port (8080) (env KMQ_API_PORT)")
 ]
 LogLevelOption = Annotated[str, typer.Option("--log-level", help="debug, info, warning or error")]
+MarkerFormatOption = Annotated[
+    str | None,
+    typer.Option("--marker-format", help="kmq or batch, for every queue served (env KMQ_MARKER_FORMAT)"),
+]
 
 
 @friendly_errors
-def api(host: HostOption = None, port: PortOption = None, log_level: LogLevelOption = "info") -> None:
+def api(
+    host: HostOption = None,
+    port: PortOption = None,
+    log_level: LogLevelOption = "info",
+    marker_format: MarkerFormatOption = None,
+) -> None:
     """Serve the REST facade (OpenAPI docs at /docs) until SIGTERM or Ctrl-C.
 
     Configured by KMQ_API_QUEUES, KMQ_API_KEYS (or KMQ_API_ALLOW_ANONYMOUS=true), KMQ_API_RECEIPT_SECRET,
@@ -28,7 +37,11 @@ def api(host: HostOption = None, port: PortOption = None, log_level: LogLevelOpt
     and the shared KMQ_* settings (KMQ_BOOTSTRAP_SERVERS, KMQ_MSG_TIMEOUT_MS, ...); flags win.
     """
     overrides: dict[str, Any] = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
-    serve(ApiConfig.from_env(**overrides), log_level)
+    config = ApiConfig.from_env(**overrides)
+    if marker_format is not None:
+        queues = tuple(queue.with_overrides(marker_format=marker_format) for queue in config.queues)
+        config = config.model_copy(update={"queues": queues})
+    serve(config, log_level)
 
 
 def serve(config: ApiConfig, log_level: str = "info") -> None:

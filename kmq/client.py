@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from types import TracebackType
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -16,6 +16,7 @@ from kmq._transactional import TransactionalStarts
 from kmq.admin import check_topics
 from kmq.config import KmqConfig
 from kmq.delivery import DeliveryGroup
+from kmq.end_batcher import EndBatcher
 from kmq.errors import (
     ClientClosedError,
     CommitError,
@@ -49,7 +50,10 @@ class KmqClient:
         self._consumer = Consumer(consumer_settings(config, config.group_id, **isolation))
         self._consumer.subscribe([config.queue_topic])
         self._markers = MarkerWriter(config)
-        self._end_at = self._markers.end_at
+        batch = config.marker_format == "batch"
+        self._ends = EndBatcher(self._markers.batch_end, config.end_flush_ms) if batch else None
+        self._end_at = self._markers.end_at if self._ends is None else self._ends.add
+        self._ack = None if self._ends is None else self._ends.add_ack
         self._transactions = TransactionalStarts(config, self._consumer) if config.transactional else None
         self._starts = StartWriter(config) if self._transactions is None else None
         self._retention = RetentionLimit(config)
@@ -89,11 +93,25 @@ class KmqClient:
         return messages
 
     def processed(self, msg: Target) -> None:
-        """5. The message is done: write END without waiting (a lost END only costs a redelivery)."""
+        """5. The message is done: write END without waiting (a lost END only costs a redelivery).
+
+        With `marker_format="batch"` the acknowledgement joins a BATCH END written within `end_flush_ms`."""
         if self._closed:
             self._check_open()
-        # Once per message: no MarkerKey built, one call into the writer.
-        self._end_at(msg.partition, msg.offset)
+        # Once per message: no MarkerKey built, one call into the writer (or a deque's append, for the batcher).
+        if self._ack is not None:
+            self._ack((msg.partition, msg.offset))
+        else:
+            self._end_at(msg.partition, msg.offset)
+
+    def processed_many(self, messages: Iterable[Target]) -> None:
+        """`processed` for many messages at once (with `batch` markers: gathered under one lock)."""
+        self._check_open()
+        if self._ends is not None:
+            self._ends.add_many((msg.partition, msg.offset) for msg in messages)
+        else:
+            for msg in messages:
+                self._end_at(msg.partition, msg.offset)
 
     def nack(self, msg: Target, delay_ms: int | None = None) -> None:
         """Redeliver after `delay_ms`; None backs off exponentially with the message's delivery count."""
@@ -131,7 +149,10 @@ class KmqClient:
         self._markers.end(msg.marker_key)
 
     def flush(self, timeout_s: float = 30.0) -> None:
-        """Wait until every marker written so far is acknowledged (or the timeout passes)."""
+        """Write the acknowledgements gathered so far, and wait until every marker written is acknowledged (or the
+        timeout passes)."""
+        if self._ends is not None:
+            self._ends.flush()
         remaining = self._markers.flush(timeout_s)
         if self._transactions is not None:
             remaining += self._transactions.flush(timeout_s)
@@ -156,6 +177,8 @@ class KmqClient:
             return
         self._closed = True
         try:
+            if self._ends is not None:
+                self._ends.close()
             self.flush(timeout_s)
         finally:
             self._consumer.close()

@@ -38,6 +38,13 @@ class KmqConfig(FrozenConfig):
         15_000, gt=0, description="how long start-up checks wait for the cluster before reporting it unreachable"
     )
     transactional: bool = Field(False, description="write START markers and commit offsets in one transaction")
+    marker_format: Literal["kmq", "batch"] = Field(
+        "batch",
+        description="`kmq`: two markers per message (JVM kmq compatible); `batch`: per batch (this project's tracker)",
+    )
+    end_flush_ms: int = Field(
+        100, gt=0, description="with `batch` markers: the longest an acknowledgement waits before it is written"
+    )
     redelivery_tracker: Literal["kmq", "jvm"] = Field(
         "kmq",
         description="the tracker that redelivers: `kmq` (this project's) or `jvm` (SoftwareMill's JVM kmq: the client"
@@ -64,6 +71,9 @@ class KmqConfig(FrozenConfig):
             data["markers_topic"] = data.get("markers_topic") or f"{queue}__markers"
             data["dead_letter_topic"] = data.get("dead_letter_topic") or f"{queue}__undelivered"
             data["group_id"] = data.get("group_id") or f"{queue}__workers"
+        if isinstance(data, dict) and data.get("redelivery_tracker") == "jvm" and not data.get("marker_format"):
+            # The default format is batch, which a JVM tracker cannot read: declaring one picks kmq's markers.
+            data = {**data, "marker_format": "kmq"}
         return data
 
     @model_validator(mode="after")
@@ -76,7 +86,7 @@ class KmqConfig(FrozenConfig):
         if len({self.queue_topic, self.markers_topic, self.dead_letter_topic}) != 3:
             raise ValueError("queue_topic, markers_topic and dead_letter_topic must be three different topics")
         # A JVM kmq tracker reads any marker type but START as an END: batch markers would never be redelivered.
-        if self.redelivery_tracker == "jvm" and getattr(self, "marker_format", "kmq") != "kmq":
+        if self.redelivery_tracker == "jvm" and self.marker_format != "kmq":
             raise ValueError(
                 "redelivery_tracker 'jvm' needs marker_format 'kmq': a JVM kmq tracker reads a BATCH START as an END"
                 " and would never redeliver those messages"

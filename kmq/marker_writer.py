@@ -15,6 +15,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka import Message as KafkaMessage
 
+from kmq.batch_markers import BatchEnd, BatchStart, Run, contiguous_runs, split_runs
 from kmq.config import KmqConfig
 from kmq.delivery import Failures
 from kmq.errors import DeliveryError
@@ -43,6 +44,9 @@ class StartWriter:
     def produce(self, offsets: Offsets, redeliver_after_ms: int) -> Failures:
         """Queue a START per offset; DeliveryError when librdkafka refuses one at once (e.g. no such partition)."""
         failures = Failures()
+        if self.config.marker_format == "batch":
+            self._produce_batch_starts(offsets, redeliver_after_ms, failures)
+            return failures
         value = StartMarker(redeliver_after_ms).encode()
         for partition, partition_offsets in offsets.items():
             records = [{"key": encode_key(partition, offset), "value": value} for offset in partition_offsets]
@@ -55,6 +59,15 @@ class StartWriter:
 
     def flush(self, timeout_s: float) -> int:
         return self.producer.flush(timeout_s)
+
+    def _produce_batch_starts(self, offsets: Offsets, redeliver_after_ms: int, failures: Failures) -> None:
+        """Format `batch`: one BATCH START per partition (more only past a record's limits)."""
+        for partition, partition_offsets in offsets.items():
+            records = [
+                {"key": encode_key(partition, runs[0][0]), "value": BatchStart(redeliver_after_ms, runs).encode()}
+                for runs in split_runs(contiguous_runs(partition_offsets))
+            ]
+            self._produce_batch(partition, records, failures.report)
 
     def _produce_batch(self, partition: int, records: list[dict[str, Any]], callback: DeliveryCallback) -> None:
         while records:
@@ -107,6 +120,10 @@ class MarkerWriter:
             self.producer.produce(self._topic, _END, key, partition, self._report)
         except (BufferError, KafkaException):
             self._produce(partition, key, _END)
+
+    def batch_end(self, partition: int, runs: tuple[Run, ...]) -> None:
+        """Produce a BATCH END for the runs of queue partition `partition` without waiting for it."""
+        self._produce(partition, encode_key(partition, runs[0][0]), BatchEnd(runs).encode())
 
     def serve(self) -> None:
         """Serve the delivery reports that arrived: failures reach `failed_markers`, successes cost nothing."""

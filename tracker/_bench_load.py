@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
 from kmq import headers as h
+from kmq.batch_markers import BatchEnd, BatchStart, runs_of
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.kafka import produce, producer_settings
@@ -42,6 +43,44 @@ def write_markers(config: KmqConfig, partitions: int, pending: int, ended: int, 
             written += 1
         if i % 10_000 == 0:
             producer.poll(0)
+    remaining = producer.flush(120)
+    if remaining or failures:
+        raise RuntimeError(f"writing markers failed: {remaining} unacknowledged, first error {failures[:1]}")
+    return written
+
+
+BATCH = 500  # the client's default batch: one BATCH START per partition per batch of this many offsets
+
+
+def write_batch_markers(config: KmqConfig, partitions: int, pending: int, ended: int, redeliver_after_ms: int) -> int:
+    """`write_markers` in the batch format: per partition, a BATCH START per `BATCH` consecutive offsets, then a BATCH
+    END for those of them that are ended (spread evenly, as there); returns the records written."""
+    producer = Producer(producer_settings(config, **_BULK))
+    failures: list[str] = []
+    keys, written = pending + ended, 0
+
+    def on_delivery(error: KafkaError | None, _message: KafkaMessage) -> None:
+        if error is not None:
+            failures.append(error.str())
+
+    per_partition = -(-keys // partitions)
+    for first in range(0, per_partition, BATCH):
+        for partition in range(partitions):
+            indexes = [o * partitions + partition for o in range(first, min(first + BATCH, per_partition))]
+            offsets = [i // partitions for i in indexes if i < keys]
+            if not offsets:
+                continue
+            key = MarkerKey(partition, offsets[0]).encode()
+            value = BatchStart(redeliver_after_ms, runs_of(offsets)).encode()
+            produce(producer, config.markers_topic, value, key, partition=partition, on_delivery=on_delivery)
+            done = [i // partitions for i in indexes if i < keys and (i * ended) // keys != ((i + 1) * ended) // keys]
+            written += 1
+            if done:
+                end = BatchEnd(runs_of(done)).encode()
+                key = MarkerKey(partition, done[0]).encode()
+                produce(producer, config.markers_topic, end, key, partition=partition, on_delivery=on_delivery)
+                written += 1
+        producer.poll(0)
     remaining = producer.flush(120)
     if remaining or failures:
         raise RuntimeError(f"writing markers failed: {remaining} unacknowledged, first error {failures[:1]}")

@@ -67,6 +67,84 @@ class SortedRows:
                 break
         return found
 
+    def leading_rows(self, bound: int, limit: int) -> list[Row]:
+        """The smallest rows whose first column is <= `bound`, at most `limit` of them."""
+        found: list[Row] = []
+        for columns in self._chunks:
+            n = min(bisect_right(columns[0], bound), limit - len(found))
+            found.extend(zip(*(column[:n] for column in columns), strict=True))
+            if len(found) >= limit or n < len(columns[0]):
+                break
+        return found
+
+    def floor(self, key: int) -> Row | None:
+        """The last row whose first column is <= `key`, or None."""
+        k = bisect_left(self._maxes, (key + 1,))
+        if k < len(self._chunks):
+            first = self._chunks[k][0]
+            i = bisect_right(first, key)
+            if i > 0:
+                return _row_at(self._chunks[k], i - 1)
+        if k > 0:
+            columns = self._chunks[k - 1]
+            return _row_at(columns, len(columns[0]) - 1)
+        return None
+
+    def rows_between(self, lo: int, hi: int) -> list[Row]:
+        """Rows whose first column v has lo <= v < hi, ascending."""
+        found: list[Row] = []
+        k = bisect_left(self._maxes, (lo,))
+        for columns in self._chunks[k:]:
+            first = columns[0]
+            i, j = bisect_left(first, lo), bisect_left(first, hi)
+            found.extend(zip(*(column[i:j] for column in columns), strict=True))
+            if j < len(first):
+                break
+        return found
+
+    def replace_between(self, lo: int, hi: int, rows: list[Row]) -> None:
+        """Replace the rows whose first column is in lo..hi-1 by `rows` (sorted, first columns in lo..hi-1).
+
+        One slice assignment per column when they all sit in one chunk (the common case: a batch's runs); else row by
+        row."""
+        k = bisect_left(self._maxes, (lo,))
+        if k < len(self._chunks):
+            columns = self._chunks[k]
+            first = columns[0]
+            i, j = bisect_left(first, lo), bisect_left(first, hi)
+            if j < len(first) or k == len(self._chunks) - 1:  # nothing in range beyond this chunk
+                for c, column in enumerate(columns):
+                    column[i:j] = array("q", [row[c] for row in rows])
+                self._len += len(rows) - (j - i)
+                self._rebalance(k)
+                return
+        for row in self.rows_between(lo, hi):
+            self.discard(row)
+        for row in rows:
+            self.add(row)
+
+    def _rebalance(self, k: int) -> None:
+        """Chunk k changed size in place: fix its last row, then split or merge it as add/remove would."""
+        size = len(self._chunks[k][0])
+        if size > 2 * self._load:
+            self._maxes[k] = _row_at(self._chunks[k], size - 1)
+            self._split(k)
+        elif size < self._min_size:
+            self._shrunk(k)
+        else:
+            self._maxes[k] = _row_at(self._chunks[k], size - 1)
+
+    def keys_between(self, lo: int, hi: int) -> list[int]:
+        """First-column values v with lo <= v < hi, ascending."""
+        found: list[int] = []
+        k = bisect_left(self._maxes, (lo,))
+        for columns in self._chunks[k:]:
+            first = columns[0]
+            found.extend(first[bisect_left(first, lo) : bisect_left(first, hi)])
+            if first[-1] >= hi:
+                break
+        return found
+
     def add(self, row: Row) -> None:
         """Insert `row`, which must have `width` values (an equal row may already be present)."""
         if len(row) != self._width:

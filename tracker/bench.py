@@ -25,7 +25,7 @@ from typing import Annotated, Any
 import typer
 
 from kmq.embedded import EmbeddedKafka, ExternalKafka, KafkaCluster
-from tracker._bench_load import measure_lateness, write_markers
+from tracker._bench_load import measure_lateness, write_batch_markers, write_markers
 from tracker.config import TrackerConfig
 from tracker.process import TrackerProcess
 
@@ -44,6 +44,7 @@ def run_benchmark(
     partitions: int = 4,
     msg_timeout_ms: int = 1_000,
     log_dir: Path | None = None,
+    marker_format: str = "batch",
 ) -> dict[str, Any]:
     """The figures, on `cluster` (default: the one `KMQ_BOOTSTRAP_SERVERS` names, else an embedded broker)."""
     if cluster is None:
@@ -53,15 +54,18 @@ def run_benchmark(
             with EmbeddedKafka() as embedded:
                 return run_benchmark(
                     embedded, pending=pending, ended=ended, expiring=expiring, partitions=partitions,
-                    msg_timeout_ms=msg_timeout_ms, log_dir=log_dir,
+                    msg_timeout_ms=msg_timeout_ms, log_dir=log_dir, marker_format=marker_format,
                 )  # fmt: skip
-    config = cluster.config(f"kmq-bench-{uuid.uuid4().hex[:8]}", msg_timeout_ms=msg_timeout_ms)
+    name = f"kmq-bench-{uuid.uuid4().hex[:8]}"
+    config = cluster.config(name, msg_timeout_ms=msg_timeout_ms, marker_format=marker_format)
     cluster.ensure_topics(config, partitions)
     logs = log_dir if log_dir is not None else Path(tempfile.mkdtemp(prefix="kmq-tracker-bench-"))
     started = time.monotonic()
-    markers = write_markers(config, partitions, pending, ended, FAR_FUTURE_MS)
+    write = write_batch_markers if marker_format == "batch" else write_markers
+    markers = write(config, partitions, pending, ended, FAR_FUTURE_MS)
     figures: dict[str, Any] = {
         "backend": cluster.backend,
+        "marker_format": marker_format,
         "partitions": partitions,
         "markers_written": markers,
         "markers_write_s": round(time.monotonic() - started, 2),
@@ -70,6 +74,8 @@ def run_benchmark(
     tracker_config = TrackerConfig(kmq=config, redelivery_rate_per_s=1_000_000, max_in_flight=1_000)
     with TrackerProcess(tracker_config, logs / "tracker.log") as tracker:
         figures.update(_ingest(tracker, markers, pending))
+        # Queue offsets carried by the markers read (a START per key, an END per ended key), whatever the format.
+        figures["ingest_offsets_per_s"] = round(figures["ingest_markers_per_s"] * (pending + 2 * ended) / markers)
         figures.update(measure_lateness(config, expiring))
         figures["tracker_exit_code"] = tracker.stop()
     figures["tracker_log"] = str(logs / "tracker.log")
@@ -120,10 +126,15 @@ def main(
     ended: Annotated[int, typer.Option(help="START+END pairs during the ingest phase")] = 250_000,
     expiring: Annotated[int, typer.Option(help="messages left to expire in the lateness phase")] = 2_000,
     partitions: Annotated[int, typer.Option(min=1, help="partitions of the queue and markers topics")] = 4,
+    marker_format: Annotated[str, typer.Option(help="markers written and used by the client: kmq or batch")] = "batch",
 ) -> None:
     """Measure the tracker (embedded tansu broker unless KMQ_BOOTSTRAP_SERVERS is set); print JSON."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    figures = run_benchmark(pending=pending, ended=ended, expiring=expiring, partitions=partitions)
+    if marker_format not in ("kmq", "batch"):
+        raise typer.BadParameter(f"{marker_format!r}: use kmq or batch", param_hint="--marker-format")
+    figures = run_benchmark(
+        pending=pending, ended=ended, expiring=expiring, partitions=partitions, marker_format=marker_format
+    )
     typer.echo(json.dumps(figures, indent=2))
 
 

@@ -9,10 +9,11 @@ import logging
 import struct
 from dataclasses import dataclass
 
+from kmq.batch_markers import BatchMarker, BatchStart, decode_batch_marker, is_batch_value
 from kmq.errors import MarkerDecodeError
 from kmq.markers import EndMarker, Marker, MarkerKey, StartMarker, decode_marker
+from tracker.mixed_pending import MixedPending
 from tracker.pacing import Backoff
-from tracker.pending import PendingSet
 
 _log = logging.getLogger(__name__)
 _KEY = struct.Struct(">iq")  # PROTOCOL.md: int32 queue partition, int64 queue offset
@@ -41,11 +42,11 @@ class PartitionState:
     it with `observe_end`), or an end-of-partition event (`reached_end`) says so directly.
     """
 
-    def __init__(self, topic: str, partition: int, backoff: Backoff, pending: PendingSet | None = None) -> None:
+    def __init__(self, topic: str, partition: int, backoff: Backoff, pending: MixedPending | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.backoff = backoff
-        self.pending = pending if pending is not None else PendingSet()
+        self.pending = pending if pending is not None else MixedPending()
         self.position: int | None = None  # the next marker offset to read, once known
         self.first_offset: int | None = None  # the first record read since assignment (where reading resumed)
         self.catch_up_target: int | None = None
@@ -56,7 +57,7 @@ class PartitionState:
         """Apply one record of the markers partition; False (counted, logged once) when it is not a marker."""
         # The hot path of ingestion (>= 100 000 markers/s): the kmq.markers layouts read in place, without building
         # the value objects. A property test holds it to `MarkerKey.decode`/`decode_marker`, which also explain,
-        # on the slow path, why a record is not a marker.
+        # on the slow path, why a record is not a marker. Batch markers take the slow path: one per batch.
         if key is not None and value is not None and len(key) == _KEY.size:
             partition, queue_offset = _KEY.unpack(key)
             if partition == self.partition:
@@ -122,8 +123,12 @@ class PartitionState:
             return False
         if isinstance(marker, StartMarker):
             self.pending.start(marker_key.offset, marker_offset, timestamp_ms + marker.redeliver_after_ms)
-        else:
+        elif isinstance(marker, BatchStart):
+            self.pending.batch_start(marker.runs, marker_offset, timestamp_ms + marker.redeliver_after_ms)
+        elif isinstance(marker, EndMarker):
             self.pending.end(marker_key.offset)
+        else:
+            self.pending.batch_end(marker.runs)
         self._advance(marker_offset + 1)
         return True
 
@@ -154,9 +159,9 @@ class PartitionState:
         self._advance(marker_offset + 1)
 
 
-def _decode(key: bytes | None, value: bytes | None, partition: int) -> tuple[MarkerKey, Marker]:
+def _decode(key: bytes | None, value: bytes | None, partition: int) -> tuple[MarkerKey, Marker | BatchMarker]:
     marker_key = MarkerKey.decode(key)
-    marker = decode_marker(value)
+    marker = decode_batch_marker(marker_key.offset, value) if is_batch_value(value) else decode_marker(value)
     if marker_key.partition != partition:
         raise MarkerDecodeError(f"marker for queue partition {marker_key.partition} on markers partition {partition}")
     return marker_key, marker

@@ -56,6 +56,18 @@ class PendingSet:
             return []
         return self._by_deadline.leading(now_ms, 2, limit)
 
+    def due_rows(self, now_ms: int, limit: int) -> list[tuple[int, ...]]:
+        """`due`, as (deadline, marker offset, queue offset) rows."""
+        return self._by_deadline.leading_rows(now_ms, limit) if limit > 0 else []
+
+    def keys_between(self, lo: int, hi: int) -> list[int]:
+        """Pending queue offsets in lo..hi-1."""
+        return self._by_key.keys_between(lo, hi) if len(self._by_key) else []
+
+    def first_marker(self) -> tuple[int, ...] | None:
+        """(marker offset, deadline) of the pending START with the smallest marker offset, or None."""
+        return self._by_marker.first()
+
     def next_deadline_ms(self) -> int | None:
         """The earliest deadline, or None when nothing is pending."""
         first = self._by_deadline.first()

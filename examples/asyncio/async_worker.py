@@ -63,8 +63,13 @@ def main() -> None:
     parser.add_argument("--queue", default=None, help="queue topic (default: a fresh one)")
     parser.add_argument("--send", type=int, default=None, help="send this many messages first, stop once processed")
     parser.add_argument("--concurrency", type=int, default=50, help="messages handled at once")
+    parser.add_argument(
+        "--marker-format", choices=("kmq", "batch"), help="markers (default: KMQ_MARKER_FORMAT, else batch)"
+    )
     args = parser.parse_args()
     with kafka(args.bootstrap_servers, args.queue or f"asyncio-example-{uuid.uuid4().hex[:8]}") as config:
+        if args.marker_format:
+            config = config.with_overrides(marker_format=args.marker_format)
         create_topics_if_missing(config, partitions=4)
         if args.send:
             with KmqProducer(config) as producer:

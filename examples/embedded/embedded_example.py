@@ -60,9 +60,14 @@ def main() -> None:
     parser.add_argument("--drop-every", type=int, default=10, help="leave every Nth message unacknowledged once")
     parser.add_argument("--msg-timeout-ms", type=int, default=2000, help="time before a redelivery")
     parser.add_argument("--timeout", type=float, default=60.0, help="give up after this many seconds")
+    parser.add_argument(
+        "--marker-format", choices=("kmq", "batch"), help="markers (default: KMQ_MARKER_FORMAT, else batch)"
+    )
     args = parser.parse_args()
     queue = f"embedded-example-{uuid.uuid4().hex[:8]}"
     with kafka(args.bootstrap_servers, queue, args.msg_timeout_ms) as config:
+        if args.marker_format:
+            config = config.with_overrides(marker_format=args.marker_format)
         ensure_topics(config, partitions=1)
         tracker = TrackerService(TrackerConfig(kmq=config, http_enabled=False)).run_in_thread()
         try:

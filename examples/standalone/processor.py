@@ -29,8 +29,13 @@ def main() -> None:
     parser.add_argument("--msg-timeout-ms", type=int, default=5000, help="time before a redelivery")
     parser.add_argument("--count", type=int, default=None, help="stop after this many distinct messages")
     parser.add_argument("--seed", type=int, default=None, help="random seed of the drops")
+    parser.add_argument(
+        "--marker-format", choices=("kmq", "batch"), help="markers (default: KMQ_MARKER_FORMAT, else batch)"
+    )
     args = parser.parse_args()
     servers = {"bootstrap_servers": args.bootstrap_servers} if args.bootstrap_servers else {}
+    if args.marker_format:
+        servers["marker_format"] = args.marker_format
     config = KmqConfig.from_env(queue_topic=args.queue, msg_timeout_ms=args.msg_timeout_ms, **servers)
     create_topics_if_missing(config, args.partitions)
     chance = random.Random(args.seed)

@@ -34,6 +34,7 @@ def run_tracker(cluster: KafkaCluster, options: BenchOptions, display: Display) 
         f"--pending={options.tracker_pending}",
         f"--ended={options.tracker_pending // 4}",  # its default proportion (1 M pending, 250 k START+END pairs)
         f"--partitions={options.partitions}",
+        f"--marker-format={options.marker_format}",
     ]
     figures = run_module("tracker.bench", args, _connection_env(cluster), TIMEOUT_MS)
     return {**figures, **{ours: _scaled(figures, theirs, scale) for ours, (theirs, scale) in _TRACKER_FIGURES.items()}}
@@ -47,6 +48,7 @@ def run_http(cluster: KafkaCluster, options: BenchOptions, display: Display) -> 
         f"--batch={options.http_batch}",
         f"--partitions={options.partitions}",
         f"--value-bytes={options.size}",
+        f"--marker-format={options.marker_format}",
     ]
     return run_module("api.bench", args, _connection_env(cluster), TIMEOUT_MS)
 

@@ -7,13 +7,16 @@ from dataclasses import dataclass
 from kmq.embedded import BACKENDS
 from kmq.errors import ConfigError
 
-PLAIN, KMQ, SHARE, TRACKER, HTTP, WORKER = "plain", "kmq", "share", "tracker", "http", "worker"
-CONTENDERS = (PLAIN, KMQ, SHARE, TRACKER, HTTP, WORKER)
+PLAIN, KMQ, KMQ_BATCH, SHARE, TRACKER, HTTP = "plain", "kmq", "kmq-batch", "share", "tracker", "http"
+WORKER = "worker"
+CONTENDERS = (PLAIN, KMQ, KMQ_BATCH, SHARE, TRACKER, HTTP, WORKER)
 # SoftwareMill's JVM KmqClient (tests/interop, via kmq.jvm): only when named, as it needs Java and Maven.
 JVM_KMQ = "jvm-kmq"
 ALL_CONTENDERS = (*CONTENDERS, JVM_KMQ)
-CONSUMERS = (PLAIN, KMQ, SHARE, WORKER, JVM_KMQ)  # measured by a worker process on a preloaded queue
-WITH_TRACKER = (KMQ, WORKER, JVM_KMQ)  # consumer contenders on kmq topics, with a tracker running
+CONSUMERS = (PLAIN, KMQ, KMQ_BATCH, SHARE, WORKER, JVM_KMQ)  # measured by a worker process on a preloaded queue
+# The contenders whose queue has markers (a tracker runs beside them), and the marker format of their client: the
+# JVM client writes kmq's; the worker runtime is compared with the bare kmq client, so it writes the same.
+KMQ_CLIENTS = {KMQ: "kmq", KMQ_BATCH: "batch", WORKER: "kmq", JVM_KMQ: "kmq"}
 # librdkafka's mock cluster drops a partition's oldest data past 5 MiB (measured: value + ~40 bytes per record).
 MOCK_PARTITION_LIMIT_BYTES = 4 * 1024 * 1024
 RECORD_OVERHEAD_BYTES = 40
@@ -42,6 +45,7 @@ class BenchOptions:
     http_batch: int = 100
     stall_timeout_ms: int = 60_000
     profile_dir: str | None = None  # pyinstrument profiles of the consumer runs' windows go here
+    marker_format: str = "batch"  # of the tracker and http contenders (kmq and kmq-batch have their own)
 
     def __post_init__(self) -> None:
         for name in ("messages", "partitions", "batch", "repeat", "tracker_pending", "http_messages", "http_batch"):
@@ -49,6 +53,8 @@ class BenchOptions:
                 raise ConfigError(name, "must be at least 1")
         if self.bootstrap_servers is None and self.backend not in BACKENDS:
             raise ConfigError("backend", f"choose {', '.join(BACKENDS)}, or give bootstrap servers")
+        if self.marker_format not in ("kmq", "batch"):
+            raise ConfigError("marker_format", f"choose kmq or batch (got {self.marker_format!r})")
         if self.size < 0:
             raise ConfigError("size", "must not be negative")
         unknown = [c for c in self.contenders if c not in ALL_CONTENDERS]

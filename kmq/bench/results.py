@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kmq.bench.options import HTTP, JVM_KMQ, KMQ, PLAIN, SHARE, TRACKER, WORKER
+from kmq.bench.options import HTTP, JVM_KMQ, KMQ, KMQ_BATCH, PLAIN, SHARE, TRACKER, WORKER
 from kmq.bench.stats import median
 
 
@@ -38,6 +38,7 @@ _CONSUMER = Shape(
 SHAPES = {
     PLAIN: _CONSUMER,
     KMQ: _CONSUMER,
+    KMQ_BATCH: _CONSUMER,
     SHARE: _CONSUMER,
     WORKER: _CONSUMER,
     JVM_KMQ: _CONSUMER,

@@ -7,7 +7,7 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kmq.bench.options import HTTP, JVM_KMQ, KMQ, PLAIN, SHARE, TRACKER, WORKER
+from kmq.bench.options import HTTP, JVM_KMQ, KMQ, KMQ_BATCH, PLAIN, SHARE, TRACKER, WORKER
 from kmq.bench.results import Row, Run, ratio
 
 MB = 1_000_000
@@ -40,6 +40,7 @@ def targets(runs: Sequence[Run], table: Sequence[Row], tracker_pending: int) -> 
 
     return [
         Target("kmq ÷ plain throughput", ratio(runs, KMQ, PLAIN), ">=", 0.90, "x"),
+        Target("kmq-batch ÷ plain throughput", ratio(runs, KMQ_BATCH, PLAIN), ">=", 0.90, "x"),
         Target("kmq ÷ share-group throughput", ratio(runs, KMQ, SHARE), ">=", 1.5, "x"),
         Target("kmq ÷ JVM kmq throughput", ratio(runs, KMQ, JVM_KMQ), ">=", 1.0, "x"),
         Target("kmq p95 batch overhead", row_value(KMQ, "p95_ms"), "<=", 10.0, "ms"),

@@ -45,6 +45,9 @@ def bench(
     ] = _defaults.http_messages,
     json_file: Annotated[Path | None, typer.Option("--json", help="write every figure to this JSON file")] = None,
     plot_file: Annotated[Path | None, typer.Option("--plot", help="draw throughput and latency bars (PNG)")] = None,
+    marker_format: Annotated[
+        str, typer.Option("--marker-format", help="markers of the tracker and http contenders: kmq or batch")
+    ] = "batch",
     profile_dir: Annotated[
         Path | None,
         typer.Option("--profile", help="pyinstrument profiles of the consumer runs go to this directory"),
@@ -66,6 +69,7 @@ def bench(
         tracker_pending=tracker_pending,
         http_messages=http_messages,
         profile_dir=None if profile_dir is None else str(_profile_dir(profile_dir)),
+        marker_format=marker_format,
     )
     with RichDisplay() as display:
         report = run_bench(options, display)

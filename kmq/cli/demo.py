@@ -57,6 +57,9 @@ def demo(
         bool, typer.Option(help="leave broker, tracker and REST facade up (Ctrl-C stops) and print curl lines")
     ] = False,
     seed: Annotated[int | None, typer.Option(help="random seed of the workers' drops")] = None,
+    marker_format: Annotated[
+        str, typer.Option("--marker-format", help="kmq (two markers per message) or batch (markers per batch)")
+    ] = "batch",
 ) -> None:
     """Run the whole flow and verify from the topics that no message was lost (exit 0 only then).
 
@@ -85,6 +88,7 @@ def demo(
         api_port=api_port,
         keep_running=keep_running,
         seed=seed,
+        marker_format=marker_format,
     )
     with _signals_interrupt():
         try:

@@ -31,6 +31,7 @@ class DemoOptions:
     api_port: int | None = None
     keep_running: bool = False
     seed: int | None = None
+    marker_format: str = "batch"
 
     def __post_init__(self) -> None:
         _at_least("messages", self.messages, 1)
@@ -41,6 +42,8 @@ class DemoOptions:
         _at_least("msg_timeout_ms", self.msg_timeout_ms, 1)
         _at_least("max_redeliveries", self.max_redeliveries, 0)
         _at_least("deadline_ms", self.deadline_ms, 1)
+        if self.marker_format not in ("kmq", "batch"):
+            raise ConfigError("marker_format", f"choose kmq or batch (got {self.marker_format!r})")
         if not 0.0 <= self.drop_rate < 1.0:
             raise ConfigError("drop_rate", "must be at least 0 and below 1 (1 would never acknowledge anything)")
 

@@ -64,7 +64,11 @@ def run_demo(options: DemoOptions, console: Console) -> Outcome:
 def _run(options: DemoOptions, console: Console, cluster: KafkaCluster, children: Children, started: float) -> Outcome:
     queue = options.queue or fresh_queue_name()
     config = queue_config(
-        cluster, queue, msg_timeout_ms=options.msg_timeout_ms, max_redeliveries=options.max_redeliveries
+        cluster,
+        queue,
+        msg_timeout_ms=options.msg_timeout_ms,
+        max_redeliveries=options.max_redeliveries,
+        marker_format=options.marker_format,
     )
     results = results_topic(queue)
     # 1. The broker is up: create the queue, markers, dead-letter and results topics.

@@ -42,7 +42,7 @@ def api_config(queue: KmqConfig, **changes: Any) -> ApiConfig:
 
 @pytest.fixture
 def queue(make_config: MakeConfig) -> KmqConfig:
-    return make_config(partitions=PARTITIONS)
+    return make_config(partitions=PARTITIONS, marker_format="kmq")  # the tests read kmq markers back
 
 
 @pytest.fixture

@@ -95,7 +95,7 @@ def test_a_fatal_producer_error_makes_the_replica_unhealthy_and_writes_nothing(
         return Producer(settings)
 
     monkeypatch.setattr(api_delivery, "Producer", recording_producer)
-    queue: KmqConfig = make_config(partitions=1)
+    queue: KmqConfig = make_config(partitions=1, marker_format="kmq")  # its START is read back below
     path = f"/v1/queues/{queue.queue_topic}"
     with TestClient(create_app(api_config(queue)), headers=AUTH) as http:
         assert http.post(f"{path}/messages", json={"messages": [{"value": "m"}]}).status_code == 200

@@ -60,8 +60,11 @@ class Worker(threading.Thread):
                     self.errors.append(type(e).__name__)
 
 
-def test_a_broker_restart_mid_stream_loses_nothing(restartable: EmbeddedKafka) -> None:
-    config = restartable.config(f"t-restart-{uuid.uuid4().hex[:8]}", msg_timeout_ms=2000, max_redeliveries=50)
+@pytest.mark.parametrize("marker_format", ["kmq", "batch"])
+def test_a_broker_restart_mid_stream_loses_nothing(restartable: EmbeddedKafka, marker_format: str) -> None:
+    config = restartable.config(
+        f"t-restart-{uuid.uuid4().hex[:8]}", msg_timeout_ms=2000, max_redeliveries=50, marker_format=marker_format
+    )
     restartable.ensure_topics(config, 4)
     expected = {f"m{i}".encode() for i in range(MESSAGES)}
     with KmqProducer(config) as producer:

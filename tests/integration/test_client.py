@@ -16,6 +16,7 @@ from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq.message import Message
 from kmq.producer import KmqProducer, OutgoingMessage
 from tests.helpers import Record, committed_offsets, read_topic
+from tests.integration.marker_formats import with_marker_format
 
 MakeConfig = Callable[..., KmqConfig]
 
@@ -24,6 +25,12 @@ MakeConfig = Callable[..., KmqConfig]
 def cluster(request: pytest.FixtureRequest) -> Any:
     """Every test here runs on both embedded backends (or once on an external cluster)."""
     return request.getfixturevalue(request.param)
+
+
+@pytest.fixture
+def make_config(make_config: MakeConfig) -> MakeConfig:
+    """The kmq format's bytes, record by record (tests/integration/test_client_batch.py has the batch format's)."""
+    return with_marker_format(make_config, "kmq")
 
 
 def send(config: KmqConfig, count: int, partition: int | None = None) -> None:

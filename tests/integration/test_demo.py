@@ -130,8 +130,9 @@ def wait_gone(pids: set[int], timeout_s: float) -> set[int]:
     return running
 
 
-def test_demo_verifies_from_the_topics_that_nothing_was_lost(tmp_path: Path) -> None:
-    with demo(*SMALL, "--workers", "2", log_dir=tmp_path) as (process, output):
+@pytest.mark.parametrize("marker_format", ["kmq", "batch"])
+def test_demo_verifies_from_the_topics_that_nothing_was_lost(tmp_path: Path, marker_format: str) -> None:
+    with demo(*SMALL, "--workers", "2", "--marker-format", marker_format, log_dir=tmp_path) as (process, output):
         code = process.wait(timeout=120)
         output.join(10)
     text = output.text

@@ -57,7 +57,10 @@ def fresh_queue(kafka: Any, prefix: str, create: bool = True) -> str:
 
 def test_embedded_example_runs_the_whole_flow_in_one_script() -> None:
     # No broker given: it starts its own (or uses KMQ_BOOTSTRAP_SERVERS when the suite runs on a cluster).
-    out = run("embedded/embedded_example.py", "--messages", "20", "--drop-every", "5", "--msg-timeout-ms", "1000")
+    out = run(
+        "embedded/embedded_example.py", "--messages", "20", "--drop-every", "5", "--msg-timeout-ms", "1000",
+        "--marker-format", "kmq",
+    )  # fmt: skip
     assert "done: all 20 messages processed; 4 of them were delivered again after a drop" in out, out
     assert "is back (redelivery 1)" in out
 

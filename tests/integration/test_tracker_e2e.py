@@ -22,17 +22,33 @@ from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq.message import Message
 from kmq.producer import KmqProducer, OutgoingMessage
 from tests.helpers import read_topic, wait_for
+from tests.integration.marker_formats import with_marker_format
 from tracker import TrackerConfig, TrackerService
 
 pytestmark = pytest.mark.integration
 MakeConfig = Callable[..., KmqConfig]
 
 
-@pytest.fixture(params=["kafka", "kafka_tansu", "kafka_mock"])
-def cluster(request: pytest.FixtureRequest) -> KafkaCluster:
-    """Every test here runs on both embedded backends (or once on an external cluster)."""
-    cluster: KafkaCluster = request.getfixturevalue(request.param)
+@pytest.fixture(
+    params=[("kafka", "kmq"), ("kafka_tansu", "kmq"), ("kafka_mock", "kmq"), ("kafka", "batch")],
+    ids=lambda p: "-".join(p),
+)
+def backend(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """Every test here runs on every embedded backend (or once on an external cluster) with kmq markers, and on
+    the first with batch markers too (the default format; once is enough to keep the suite short)."""
+    backend: tuple[str, str] = request.param
+    return backend
+
+
+@pytest.fixture
+def cluster(request: pytest.FixtureRequest, backend: tuple[str, str]) -> KafkaCluster:
+    cluster: KafkaCluster = request.getfixturevalue(backend[0])
     return cluster
+
+
+@pytest.fixture
+def make_config(make_config: MakeConfig, backend: tuple[str, str]) -> MakeConfig:
+    return with_marker_format(make_config, backend[1])
 
 
 @contextmanager

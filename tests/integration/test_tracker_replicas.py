@@ -16,12 +16,19 @@ from kmq.config import KmqConfig
 from kmq.message import Message
 from kmq.producer import KmqProducer, OutgoingMessage
 from tests.helpers import wait_for
+from tests.integration.marker_formats import FORMATS, with_marker_format
 from tracker import TrackerConfig
 from tracker.process import TrackerProcess
 
 pytestmark = pytest.mark.integration
 MakeConfig = Callable[..., KmqConfig]
 PARTITIONS = 4
+
+
+@pytest.fixture(params=FORMATS)
+def make_config(make_config: MakeConfig, request: pytest.FixtureRequest) -> MakeConfig:
+    """Every test here runs with both marker formats."""
+    return with_marker_format(make_config, request.param)
 
 
 def send(config: KmqConfig, per_partition: int) -> None:

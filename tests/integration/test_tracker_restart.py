@@ -13,16 +13,23 @@ from confluent_kafka import Consumer, TopicPartition
 from kmq import headers as h
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
-from kmq.markers import EndMarker, MarkerKey
+from kmq.markers import MarkerKey
 from kmq.message import Message
 from kmq.producer import KmqProducer, OutgoingMessage
-from tests.helpers import Record, read_topic, wait_for
+from tests.helpers import read_topic, wait_for
+from tests.integration.marker_formats import FORMATS, pending_tail, with_marker_format
 from tracker import TrackerConfig, TrackerService
 
 pytestmark = pytest.mark.integration
 MakeConfig = Callable[..., KmqConfig]
 PARTITIONS = 2
 PER_PARTITION = 20
+
+
+@pytest.fixture(params=FORMATS)
+def make_config(make_config: MakeConfig, request: pytest.FixtureRequest) -> MakeConfig:
+    """Every test here runs with both marker formats."""
+    return with_marker_format(make_config, request.param)
 
 
 @contextmanager
@@ -52,18 +59,6 @@ def receive(client: KmqClient, count: int, timeout_s: float = 30.0, **options: A
         assert time.monotonic() < deadline, f"received {len(received)} of {count} messages in {timeout_s}s"
         received += client.receive(max_messages=count - len(received), timeout_s=0.2, **options)
     return received
-
-
-def pending_tail(markers: list[Record]) -> dict[int, int]:
-    """PROTOCOL.md, Commit: per partition, the smallest marker offset among STARTs without END (newest START wins)."""
-    starts: dict[int, dict[bytes, int]] = {p: {} for p in range(PARTITIONS)}
-    for record in markers:
-        assert record.key is not None
-        if record.value == EndMarker().encode():
-            starts[record.partition].pop(record.key, None)
-        else:
-            starts[record.partition][record.key] = record.offset
-    return {p: min(keys.values()) for p, keys in starts.items()}
 
 
 def committed_tail(config: KmqConfig, group_id: str) -> dict[int, int]:
@@ -104,7 +99,7 @@ def test_a_restarted_tracker_resumes_at_the_pending_tail_and_redelivers_only_wha
 
         # then the stopped tracker committed, per partition, its oldest pending START
         committed = committed_tail(config, group_id)
-        assert committed == pending_tail(read_topic(config, config.markers_topic, PARTITIONS))
+        assert committed == pending_tail(read_topic(config, config.markers_topic, PARTITIONS), PARTITIONS)
 
         # when a new tracker starts, reading the markers in small fetches (STARTs and ENDs in different turns)
         small_fetches = {**config.consumer_kafka_config, "max.partition.fetch.bytes": 64, "queued.min.messages": 1}

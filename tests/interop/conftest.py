@@ -8,15 +8,18 @@ is real Kafka (`KMQ_TEST_BACKEND=kafka`, the default where Java and mvn are inst
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
+from kmq.config import KmqConfig
 from kmq.embedded import EmbeddedKafka, KafkaCluster
 from kmq.jvm import JvmKmq, missing_tools
 from tests.conftest import backend_under_test
+from tests.integration.marker_formats import with_marker_format
 
 REAL_KAFKA = "kafka"
+MakeConfig = Callable[..., KmqConfig]
 
 
 @pytest.fixture(scope="session")
@@ -45,3 +48,10 @@ def interop_kafka(jvm_kmq: JvmKmq, request: pytest.FixtureRequest) -> Iterator[K
 @pytest.fixture
 def cluster(interop_kafka: KafkaCluster) -> KafkaCluster:
     return interop_kafka
+
+
+@pytest.fixture
+def make_config(make_config: MakeConfig) -> MakeConfig:
+    """JVM kmq reads kmq markers only: every config here writes them, whatever the default format (the tests that
+    need a BATCH START write it by hand)."""
+    return with_marker_format(make_config, "kmq")

@@ -7,13 +7,15 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from kmq.batch_markers import BatchStart
 from kmq.config import KmqConfig
 from kmq.delivery import Failures
 from kmq.errors import DeliveryError
 from kmq.marker_writer import MarkerWriter, StartWriter, first_of
 from kmq.markers import MarkerKey, StartMarker
 
-CONFIG = KmqConfig(bootstrap_servers="localhost:9", queue_topic="q")
+CONFIG = KmqConfig(bootstrap_servers="localhost:9", queue_topic="q", marker_format="kmq")
+BATCH_CONFIG = CONFIG.with_overrides(marker_format="batch")
 
 
 class FakeMessage:
@@ -61,6 +63,15 @@ def test_one_produce_batch_per_partition_with_keys_and_the_start_value() -> None
             [{"key": MarkerKey(2, 7).encode(), "value": value}, {"key": MarkerKey(2, 8).encode(), "value": value}],
         ),
         ("q__markers", 0, [{"key": MarkerKey(0, 3).encode(), "value": value}]),
+    ]
+
+
+def test_batch_format_writes_one_batch_start_per_partition() -> None:
+    producer = FakeProducer()
+    StartWriter(BATCH_CONFIG, producer).produce({2: [7, 8, 9], 0: [3, 5]}, 4321)  # type: ignore[arg-type]  # a stand-in
+    assert producer.batches == [
+        ("q__markers", 2, [{"key": MarkerKey(2, 7).encode(), "value": BatchStart(4321, ((7, 3),)).encode()}]),
+        ("q__markers", 0, [{"key": MarkerKey(0, 3).encode(), "value": BatchStart(4321, ((3, 1), (5, 1))).encode()}]),
     ]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -119,3 +119,36 @@ def test_draining_returns_to_empty() -> None:
     assert len(rows) == 0
     assert rows._chunks == []
     assert rows.first() is None
+
+
+@given(st.sets(st.integers(0, 200), max_size=80), st.integers(2, 5), st.integers(-5, 205), st.integers(-5, 205))
+def test_floor_and_rows_between_agree_with_a_sorted_list(keys: set[int], load: int, lo: int, hi: int) -> None:
+    rows = SortedRows(2, load)
+    for key in keys:
+        rows.add((key, key * 10))
+    ordered = sorted((key, key * 10) for key in keys)
+    assert rows.rows_between(lo, hi) == [row for row in ordered if lo <= row[0] < hi]
+    below = [row for row in ordered if row[0] <= lo]
+    assert rows.floor(lo) == (below[-1] if below else None)
+
+
+@given(
+    st.sets(st.integers(0, 200), max_size=80),
+    st.integers(2, 5),
+    st.integers(0, 200),
+    st.integers(0, 60),
+    st.sets(st.integers(0, 60), max_size=30),
+)
+def test_replace_between_agrees_with_a_sorted_list(
+    keys: set[int], load: int, lo: int, width: int, new: set[int]
+) -> None:
+    rows = SortedRows(2, load)
+    for key in keys:
+        rows.add((key, -key))
+    hi = lo + width
+    replacement = sorted((lo + n, n) for n in new if lo + n < hi)
+    rows.replace_between(lo, hi, replacement)
+    expected = sorted([(k, -k) for k in keys if not lo <= k < hi] + replacement)
+    assert rows.rows_between(-1, 10**6) == expected
+    assert len(rows) == len(expected)
+    assert rows.first() == (expected[0] if expected else None)

@@ -24,18 +24,16 @@ def test_an_unknown_tracker_is_refused_by_name() -> None:
         KmqConfig(bootstrap_servers="b:9092", queue_topic="jobs", redelivery_tracker="scala")
 
 
-class _WithMarkerFormat(KmqConfig):
-    """A config that has a marker format (the batch format's field), to check the rule against it."""
-
-    marker_format: str = "kmq"
-
-
 def test_batch_markers_are_refused_with_a_jvm_tracker() -> None:
     with pytest.raises(ConfigError, match="BATCH START as an END"):
-        _WithMarkerFormat(
-            bootstrap_servers="b:9092", queue_topic="jobs", redelivery_tracker="jvm", marker_format="batch"
-        )
-    ok = _WithMarkerFormat(
-        bootstrap_servers="b:9092", queue_topic="jobs", redelivery_tracker="kmq", marker_format="batch"
-    )
+        KmqConfig(bootstrap_servers="b:9092", queue_topic="jobs", redelivery_tracker="jvm", marker_format="batch")
+    ok = KmqConfig(bootstrap_servers="b:9092", queue_topic="jobs", redelivery_tracker="kmq", marker_format="batch")
     assert ok.marker_format == "batch"
+
+
+def test_declaring_a_jvm_tracker_picks_kmq_markers_over_the_batch_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert KmqConfig(bootstrap_servers="b:9092", queue_topic="jobs").marker_format == "batch"
+    jvm = KmqConfig(bootstrap_servers="b:9092", queue_topic="jobs", redelivery_tracker="jvm")
+    assert jvm.marker_format == "kmq"
+    monkeypatch.setenv("KMQ_REDELIVERY_TRACKER", "jvm")
+    assert KmqConfig.from_env(bootstrap_servers="b:9092", queue_topic="jobs").marker_format == "kmq"
