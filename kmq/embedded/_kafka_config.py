@@ -26,17 +26,36 @@ _SINGLE_NODE = {
     "num.io.threads": 4,
     "log.retention.check.interval.ms": 60_000,
 }
+# A cluster of several nodes: internal topics replicated like the queues kmq creates there (RF 3, min ISR 2), and
+# failure noticed in seconds (a killed or paused node is fenced after 4 s, a lagging follower leaves the ISR after 5 s)
+# so the fault tests see leadership move quickly; production brokers keep Kafka's defaults.
+_REPLICATED = {
+    "default.replication.factor": 3,
+    "min.insync.replicas": 2,
+    "offsets.topic.replication.factor": 3,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.min.isr": 2,
+    "share.coordinator.state.topic.replication.factor": 3,
+    "share.coordinator.state.topic.min.isr": 2,
+    "broker.session.timeout.ms": 4000,
+    "broker.heartbeat.interval.ms": 1000,
+    "replica.lag.time.max.ms": 5000,
+}
 # Before 4.2 share groups are a preview that must be switched on; from 4.2 they are on by default.
 _SHARE_PREVIEW = {"group.share.enable": "true", "group.coordinator.rebalance.protocols": "classic,consumer,share"}
 _PATTERN = "[%d] %p %m (%c)%n"
 
 
-def server_properties(data_dir: Path, port: int, controller_port: int, version: str) -> str:
-    """One KRaft node acting as broker and controller, listening on loopback only."""
+def server_properties(
+    data_dir: Path, port: int, controller_port: int, version: str, node_id: int = 1, voters: str = ""
+) -> str:
+    """One KRaft node acting as broker and controller, listening on loopback only; `voters` (`1@host:port,...`) are
+    the controllers of a cluster of several nodes (default: this node alone)."""
+    nodes = voters.count("@") or 1
     settings: dict[str, object] = {
         "process.roles": "broker,controller",
-        "node.id": 1,
-        "controller.quorum.voters": f"1@{HOST}:{controller_port}",
+        "node.id": node_id,
+        "controller.quorum.voters": voters or f"{node_id}@{HOST}:{controller_port}",
         "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
         "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -45,6 +64,8 @@ def server_properties(data_dir: Path, port: int, controller_port: int, version: 
         "log.dirs": str(data_dir),
         **_SINGLE_NODE,
     }
+    if nodes >= 3:
+        settings.update(_REPLICATED)
     if _major_minor(version) in ((4, 0), (4, 1)):
         settings.update(_SHARE_PREVIEW)
     return "".join(f"{key}={value}\n" for key, value in settings.items())
