@@ -8,7 +8,7 @@ import time
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
-from confluent_kafka.admin._metadata import ClusterMetadata
+from confluent_kafka.admin._metadata import ClusterMetadata, TopicMetadata
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from kmq.config import KmqConfig
@@ -20,6 +20,7 @@ _log = logging.getLogger(__name__)
 _METADATA_RETRY_S = 0.1
 MARKERS_RETENTION_MS = 7 * 24 * 3600 * 1000
 _LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
+_METADATA_POLL_S = 0.05
 
 
 def ensure_topics(
@@ -62,6 +63,7 @@ def ensure_topics(
         _log.warning("broker refused LogAppendTime on %s; deadlines follow producers' clocks", config.markers_topic)
         _create(admin, config, NewTopic(config.markers_topic, partitions, replicas, config=markers_config), timeout_s)
     _create(admin, config, NewTopic(config.dead_letter_topic, partitions, replicas, config=dict(durable)), timeout_s)
+    _await_metadata(config, (config.queue_topic, config.markers_topic, config.dead_letter_topic), timeout_s)
     if len(metadata.brokers) > 1:
         _await_every_broker(config, metadata, timeout_s)
     check_topics(config, timeout_s)
@@ -110,6 +112,24 @@ def replication(config: KmqConfig, timeout_s: float | None = None) -> list[Topic
         rf = min(len(p.replicas) for p in found[resource.name].partitions.values())
         result.append(TopicReplication(resource.name, len(metadata.brokers), rf, isr))
     return sorted(result, key=lambda r: topics.index(r.topic))
+
+
+def _await_metadata(config: KmqConfig, topics: tuple[str, ...], timeout_s: float) -> None:
+    """Until metadata shows every topic with a leader per partition: a broker learns of a topic just created a
+    moment after the controller answered, and a check before then would find it missing."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        metadata = _metadata(config, timeout_s)
+        found = [metadata.topics.get(topic) for topic in topics]
+        if all(t is not None and t.error is None and t.partitions and _led(t) for t in found):
+            return
+        if time.monotonic() >= deadline:
+            return  # check_topics names what is missing
+        time.sleep(_METADATA_POLL_S)
+
+
+def _led(topic: TopicMetadata) -> bool:
+    return all(partition.leader >= 0 for partition in topic.partitions.values())
 
 
 def check_topics(config: KmqConfig, timeout_s: float | None = None) -> int:

@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from kmq.admin import check_topics, ensure_topics
 from kmq.embedded import EmbeddedKafka, KafkaCluster
 from kmq.errors import EmbeddedBrokerError
 from kmq.markers import MarkerKey, StartMarker
@@ -89,3 +90,12 @@ def test_markers_carry_the_brokers_time_and_offsets_for_times_finds_them(
     finally:
         consumer.close()
     assert found[0].offset <= records[1].offset
+
+
+def test_topics_are_usable_the_moment_ensure_topics_returns(kafka: KafkaCluster) -> None:
+    """Kafka's controller answers CreateTopics before every broker's metadata has the topic; ensure_topics waits
+    for it (a check right after creation once found the markers topic 'missing' and stopped `kmq demo`)."""
+    for _ in range(5):
+        config = kafka.config(f"t-fresh-{uuid.uuid4().hex[:8]}")
+        ensure_topics(config, 4)
+        assert check_topics(config) == 4
