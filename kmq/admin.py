@@ -14,10 +14,11 @@ from confluent_kafka.cimpl import NewPartitions, NewTopic
 from kmq.config import KmqConfig
 from kmq.durability import TopicReplication, default_replication_factor, min_insync_replicas
 from kmq.errors import ConfigError, TopicAdminError, TopicMismatchError, TopicMissingError
-from kmq.kafka import admin_settings, is_unreachable, unavailable
+from kmq.kafka import SecurityWatch, admin_settings, is_unreachable, security_error, unavailable
 
 _log = logging.getLogger(__name__)
 _METADATA_RETRY_S = 0.1
+_METADATA_SLICE_S = 1.0
 MARKERS_RETENTION_MS = 7 * 24 * 3600 * 1000
 _LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
 _METADATA_POLL_S = 0.05
@@ -183,11 +184,21 @@ def _timeout_s(config: KmqConfig, timeout_s: float | None) -> float:
 
 
 def _metadata(config: KmqConfig, timeout_s: float) -> ClusterMetadata:
+    """The cluster's metadata; KafkaSecurityError as soon as the credentials or the TLS certificate are refused
+    (asked in short slices, so that is seconds, not the whole timeout)."""
     # All topics, not one by name: a Metadata request for a missing topic may auto-create it on some clusters.
-    try:
-        return AdminClient(admin_settings(config)).list_topics(timeout=timeout_s)
-    except KafkaException as e:
-        raise unavailable(config, e) from e
+    watch = SecurityWatch()
+    admin = AdminClient({**admin_settings(config), "error_cb": watch})  # type: ignore[dict-item]  # a callable
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return admin.list_topics(timeout=max(0.1, min(_METADATA_SLICE_S, deadline - time.monotonic())))
+        except KafkaException as e:
+            admin.poll(0)  # serves error_cb
+            if watch.failure is not None:
+                raise security_error(config, watch.failure) from e
+            if time.monotonic() >= deadline:
+                raise unavailable(config, e) from e
 
 
 def _partitions(config: KmqConfig, metadata: ClusterMetadata, topic: str) -> int:

@@ -7,7 +7,7 @@ from typing import Any, Self
 
 from pydantic import Field, SecretStr, model_validator
 
-from kmq.settings import FrozenConfig, read_env, to_env
+from kmq.settings import FrozenConfig, read_env, read_secret_file, to_env
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 # librdkafka settings that kmq owns: they come from KmqConfig's own fields, never from the pass-through.
@@ -42,6 +42,9 @@ class KmqConfig(FrozenConfig):
     sasl_mechanism: str = Field("", description="librdkafka sasl.mechanism (e.g. SCRAM-SHA-512)")
     sasl_username: str = Field("", description="SASL user name")
     sasl_password: SecretStr = Field(SecretStr(""), description="SASL password")
+    sasl_password_file: str = Field(
+        "", description="file holding the SASL password (a mounted Secret), read at each client's start"
+    )
     ssl_ca_location: str = Field("", description="CA certificate file for TLS")
     kafka_config: dict[str, KafkaValue] = Field(
         default_factory=dict, description="librdkafka settings for every client (a JSON object in the environment)"
@@ -70,12 +73,18 @@ class KmqConfig(FrozenConfig):
                 raise ValueError(f"{field} must be 1-249 characters of a-z A-Z 0-9 . _ -")
         if len({self.queue_topic, self.markers_topic, self.dead_letter_topic}) != 3:
             raise ValueError("queue_topic, markers_topic and dead_letter_topic must be three different topics")
+        if self.sasl_password_file:
+            if self.sasl_password.get_secret_value():
+                raise ValueError("sasl_password_file and sasl_password are both set: keep one")
+            read_secret_file(self.sasl_password_file, "sasl_password_file")
         if self.nack_backoff_max_ms < self.nack_backoff_base_ms:
             raise ValueError("nack_backoff_max_ms must be at least nack_backoff_base_ms")
         for field in ("kafka_config", "consumer_kafka_config"):
             reserved = sorted(_RESERVED_KAFKA_KEYS & getattr(self, field).keys())
             if reserved:
                 raise ValueError(f"{field} must not set {', '.join(reserved)}: kmq sets them from its own fields")
+            if "sasl.password" in getattr(self, field):
+                raise ValueError(f"{field} must not hold sasl.password: set sasl_password or sasl_password_file")
         return self
 
     @classmethod
@@ -100,12 +109,17 @@ class KmqConfig(FrozenConfig):
             "security.protocol": self.security_protocol,
             "sasl.mechanism": self.sasl_mechanism,
             "sasl.username": self.sasl_username,
-            "sasl.password": self.sasl_password.get_secret_value(),
+            "sasl.password": self._sasl_password(),
             "ssl.ca.location": self.ssl_ca_location,
         }
         settings.update({k: v for k, v in named.items() if v})
         settings.update(self.kafka_config)
         return settings
+
+    def _sasl_password(self) -> str:
+        if self.sasl_password_file:  # read again each time: a rotated Secret reaches the next client
+            return read_secret_file(self.sasl_password_file, "sasl_password_file")
+        return self.sasl_password.get_secret_value()
 
     def nack_delay_ms(self, redelivery_count: int) -> int:
         """Exponential backoff: base * 2^count, capped at the maximum."""

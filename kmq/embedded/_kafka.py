@@ -25,9 +25,10 @@ from typing import ClassVar
 from kmq.config import KafkaValue
 from kmq.embedded._child import ChildProcess
 from kmq.embedded._jvm import java_binary, resolve_jars
-from kmq.embedded._kafka_config import server_properties
+from kmq.embedded._kafka_config import secure_listener, server_properties
 from kmq.embedded._kafka_node import KafkaNode, await_format
 from kmq.embedded._ports import HOST, free_port
+from kmq.embedded._tls import BrokerCertificates, make_certificates
 from kmq.embedded._topics import await_broker, await_brokers, create_topics
 from kmq.errors import EmbeddedBrokerError
 
@@ -36,6 +37,8 @@ KAFKA_VERSION = "4.4.0"
 # A short session lets a crashed consumer's partitions move in ~2 s (the broker allows it: group.min.session...).
 CONSUMER_KAFKA_CONFIG: Mapping[str, KafkaValue] = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 500}
 _HEAP = "-Xmx512m"
+ADMIN_USER = "admin"
+"""The super user of a `secure` embedded broker's SASL_SSL listener."""
 _CLUSTER_HEAP = "-Xmx384m"  # three JVMs on a small machine
 _PORT_ATTEMPTS = 3
 _PORT_TAKEN = "Address already in use"
@@ -66,11 +69,13 @@ class KafkaBroker:
     kafka_config: ClassVar[Mapping[str, KafkaValue]] = {}
     consumer_kafka_config: ClassVar[Mapping[str, KafkaValue]] = CONSUMER_KAFKA_CONFIG
 
-    def __init__(self, port: int | None, nodes: int = 1) -> None:
+    def __init__(self, port: int | None, nodes: int = 1, secure: bool = False) -> None:
         if nodes < 1:
             raise EmbeddedBrokerError(f"an embedded Kafka cluster needs at least one node, not {nodes}")
         self.version = kafka_version()
         self.node_count = nodes
+        self.secure = secure
+        self.certificates: BrokerCertificates | None = None
         self._requested_port = port
         self._workdir: Path | None = None
         self._nodes: list[KafkaNode] = []
@@ -91,6 +96,10 @@ class KafkaBroker:
 
     def bootstrap_servers(self) -> str:
         return ",".join(f"{HOST}:{node.port}" for node in self._nodes)
+
+    def secure_bootstrap_servers(self) -> str:
+        """The SASL_SSL listeners (a `secure` broker only)."""
+        return ",".join(f"{HOST}:{node.secure_port}" for node in self._nodes if node.secure_port)
 
     def prepare(self) -> None:
         """Check Java and resolve the jars (once: they are cached)."""
@@ -164,7 +173,7 @@ class KafkaBroker:
     def discard(self) -> None:
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
-        self._workdir, self._nodes = None, []
+        self._workdir, self._nodes, self.certificates = None, [], None
 
     def create_topics(self, topics: Mapping[str, int], timeout_ms: int) -> None:
         replication = min(3, len(self._nodes))
@@ -180,28 +189,36 @@ class KafkaBroker:
         """A new data folder, ports and cluster id, and each node's storage formatted by Kafka's StorageTool."""
         self._workdir = Path(tempfile.mkdtemp(prefix="kmq-kafka-"))
         ports: list[int] = [self._requested_port] if self._requested_port else []
-        while len(ports) < 2 * self.node_count:
+        per_node = 3 if self.secure else 2
+        while len(ports) < per_node * self.node_count:
             port = free_port()
             if port not in ports:
                 ports.append(port)
         self._cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         heap = _HEAP if self.node_count == 1 else _CLUSTER_HEAP
         self._nodes = [
-            KafkaNode(i + 1, self._node_dir(i + 1), ports[2 * i], ports[2 * i + 1], heap)
+            KafkaNode(i + 1, self._node_dir(i + 1), *ports[per_node * i : per_node * (i + 1)], heap=heap)
             for i in range(self.node_count)
         ]
         voters = ",".join(f"{node.node_id}@{HOST}:{node.controller_port}" for node in self._nodes)
-        for node in self._nodes:
-            data = node.workdir / "data"
-            node.write_config(
-                server_properties(data, node.port, node.controller_port, self.version, node.node_id, voters)
-            )
         try:
+            if self.secure:
+                self.certificates = make_certificates(java, self._workdir / "tls")
+            for node in self._nodes:
+                node.write_config(self._node_properties(node, voters))
             for formatting in [node.format_storage(java, classpath, self._cluster_id) for node in self._nodes]:
                 await_format(formatting)
         except EmbeddedBrokerError:
             self.discard()
             raise
+
+    def _node_properties(self, node: KafkaNode, voters: str) -> str:
+        secure = None
+        if self.certificates is not None:
+            keystore, password = self.certificates.keystore, self.certificates.password
+            secure = secure_listener(node.secure_port, keystore, password, ADMIN_USER)
+        ports = (node.port, node.controller_port)
+        return server_properties(node.workdir / "data", *ports, self.version, node.node_id, voters, secure)
 
     def _node_dir(self, node_id: int) -> Path:
         assert self._workdir is not None

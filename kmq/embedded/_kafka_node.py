@@ -18,10 +18,14 @@ _REAP_TIMEOUT_MS = 10_000
 
 
 class KafkaNode:
-    """A KRaft node (broker and controller) in `workdir`, listening on `port` (clients) and `controller_port`."""
+    """A KRaft node (broker and controller) in `workdir`, listening on `port` (clients), `controller_port`, and
+    `secure_port` (SASL_SSL) when it is not 0."""
 
-    def __init__(self, node_id: int, workdir: Path, port: int, controller_port: int, heap: str) -> None:
+    def __init__(
+        self, node_id: int, workdir: Path, port: int, controller_port: int, secure_port: int = 0, *, heap: str
+    ) -> None:
         self.node_id, self.workdir, self.port, self.controller_port = node_id, workdir, port, controller_port
+        self.secure_port = secure_port
         self._heap = heap
         self.child: ChildProcess | None = None
 
