@@ -73,10 +73,8 @@ class KmqConfig(FrozenConfig):
                 raise ValueError(f"{field} must be 1-249 characters of a-z A-Z 0-9 . _ -")
         if len({self.queue_topic, self.markers_topic, self.dead_letter_topic}) != 3:
             raise ValueError("queue_topic, markers_topic and dead_letter_topic must be three different topics")
-        if self.sasl_password_file:
-            if self.sasl_password.get_secret_value():
-                raise ValueError("sasl_password_file and sasl_password are both set: keep one")
-            read_secret_file(self.sasl_password_file, "sasl_password_file")
+        if self.sasl_password_file and self.sasl_password.get_secret_value():
+            raise ValueError("sasl_password_file and sasl_password are both set: keep one")
         if self.nack_backoff_max_ms < self.nack_backoff_base_ms:
             raise ValueError("nack_backoff_max_ms must be at least nack_backoff_base_ms")
         for field in ("kafka_config", "consumer_kafka_config"):
@@ -117,7 +115,9 @@ class KmqConfig(FrozenConfig):
         return settings
 
     def _sasl_password(self) -> str:
-        if self.sasl_password_file:  # read again each time: a rotated Secret reaches the next client
+        # Read when a client is made (each component makes its first at start), not when the config is: a rotated
+        # Secret reaches the next client, and a config can be checked where the Secret is not mounted.
+        if self.sasl_password_file:
             return read_secret_file(self.sasl_password_file, "sasl_password_file")
         return self.sasl_password.get_secret_value()
 

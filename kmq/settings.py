@@ -85,9 +85,9 @@ def to_env(config: BaseModel, field_prefix: str = "") -> dict[str, str]:
 
 
 def read_secret_file(path: str, field: str) -> str:
-    """A secret from a file (a mounted Kubernetes Secret: the value, maybe with a trailing newline). Errors name the
-    setting and the file, never its content."""
+    """A secret from a file (a mounted Kubernetes Secret: the value, maybe with a trailing newline); ConfigError
+    naming the setting and the file, never its content."""
     try:
         return Path(path).read_text().rstrip("\r\n")
     except OSError as e:
-        raise ValueError(f"{field} cannot be read: {path}: {e.strerror or e}") from e
+        raise ConfigError(field, f"cannot read {path}: {e.strerror or e} (is the Secret mounted there?)") from e

@@ -57,9 +57,10 @@ def test_the_password_file_is_read_from_the_environment(tmp_path: Path, monkeypa
     assert "env-file-secret" not in repr(config) and "env-file-secret" not in str(config.to_env())
 
 
-def test_a_missing_password_file_names_the_setting_not_a_secret() -> None:
-    with pytest.raises(ConfigError, match=r"sasl_password_file cannot be read: /run/secrets/nope"):
-        KmqConfig(**SECURE, sasl_password_file="/run/secrets/nope")
+def test_a_missing_password_file_stops_the_first_client_naming_the_setting() -> None:
+    config = KmqConfig(**SECURE, sasl_password_file="/run/secrets/nope")  # checkable where nothing is mounted
+    with pytest.raises(ConfigError, match=r"sasl_password_file: cannot read /run/secrets/nope: No such file"):
+        admin_settings(config)
 
 
 def test_a_password_and_a_password_file_together_are_refused(tmp_path: Path) -> None:
