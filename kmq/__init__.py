@@ -22,6 +22,7 @@ from kmq.marker_writer import MarkerWriter
 from kmq.markers import EndMarker, Marker, MarkerKey, StartMarker, decode_marker
 from kmq.message import Message
 from kmq.producer import KmqProducer, OutgoingMessage, SendResult
+from kmq.worker import Reject, Retry, Worker, WorkerConfig
 
 __all__ = [
     "BrokerUnavailableError",
@@ -42,10 +43,14 @@ __all__ = [
     "MarkerWriter",
     "Message",
     "OutgoingMessage",
+    "Reject",
+    "Retry",
     "SendResult",
     "StartMarker",
     "TopicMismatchError",
     "TopicMissingError",
+    "Worker",
+    "WorkerConfig",
     "check_topics",
     "decode_marker",
     "ensure_topics",

@@ -108,3 +108,11 @@ class DemoError(KmqError):
 
 class BenchError(KmqError):
     """`kmq bench` could not measure: a contender's process failed or stalled, or the options cannot work."""
+
+
+class JvmKmqError(KmqError):
+    """The JVM kmq harness (SoftwareMill's kmq, tests/interop) could not be resolved, started or read."""
+
+
+class TrackerCompatibilityError(KmqError):
+    """The call needs this project's tracker, but the config declares SoftwareMill's JVM tracker."""

@@ -7,9 +7,13 @@ from dataclasses import dataclass
 from kmq.embedded import BACKENDS
 from kmq.errors import ConfigError
 
-PLAIN, KMQ, SHARE, TRACKER, HTTP = "plain", "kmq", "share", "tracker", "http"
-CONTENDERS = (PLAIN, KMQ, SHARE, TRACKER, HTTP)
-CONSUMERS = (PLAIN, KMQ, SHARE)  # measured by a worker process on a preloaded queue
+PLAIN, KMQ, SHARE, TRACKER, HTTP, WORKER = "plain", "kmq", "share", "tracker", "http", "worker"
+CONTENDERS = (PLAIN, KMQ, SHARE, TRACKER, HTTP, WORKER)
+# SoftwareMill's JVM KmqClient (tests/interop, via kmq.jvm): only when named, as it needs Java and Maven.
+JVM_KMQ = "jvm-kmq"
+ALL_CONTENDERS = (*CONTENDERS, JVM_KMQ)
+CONSUMERS = (PLAIN, KMQ, SHARE, WORKER, JVM_KMQ)  # measured by a worker process on a preloaded queue
+WITH_TRACKER = (KMQ, WORKER, JVM_KMQ)  # consumer contenders on kmq topics, with a tracker running
 # librdkafka's mock cluster drops a partition's oldest data past 5 MiB (measured: value + ~40 bytes per record).
 MOCK_PARTITION_LIMIT_BYTES = 4 * 1024 * 1024
 RECORD_OVERHEAD_BYTES = 40
@@ -47,9 +51,10 @@ class BenchOptions:
             raise ConfigError("backend", f"choose {', '.join(BACKENDS)}, or give bootstrap servers")
         if self.size < 0:
             raise ConfigError("size", "must not be negative")
-        unknown = [c for c in self.contenders if c not in CONTENDERS]
+        unknown = [c for c in self.contenders if c not in ALL_CONTENDERS]
         if unknown or not self.contenders:
-            raise ConfigError("contenders", f"choose from {', '.join(CONTENDERS)} (got {', '.join(unknown) or 'none'})")
+            known = ", ".join(ALL_CONTENDERS)
+            raise ConfigError("contenders", f"choose from {known} (got {', '.join(unknown) or 'none'})")
         if self.on_mock and self.partition_bytes > MOCK_PARTITION_LIMIT_BYTES:
             raise ConfigError(
                 "messages",

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from kmq.bench.jsonout import write_json
-from kmq.bench.options import CONTENDERS, BenchOptions
+from kmq.bench.options import ALL_CONTENDERS, CONTENDERS, KMQ, WORKER, BenchOptions
 from kmq.bench.progress import RichDisplay
 from kmq.bench.runner import run_bench
 from kmq.bench.table import print_report
@@ -34,7 +34,7 @@ def bench(
     size: Annotated[int, typer.Option(min=0, help="message value size, bytes")] = _defaults.size,
     batch: Annotated[int, typer.Option(min=1, help="messages per receive / consume")] = _defaults.batch,
     repeat: Annotated[int, typer.Option(min=1, help="runs of each contender (alternating); medians")] = 3,
-    contenders: Annotated[str, typer.Option(help=f"comma-separated, from {','.join(CONTENDERS)}")] = ",".join(
+    contenders: Annotated[str, typer.Option(help=f"comma-separated, from {','.join(ALL_CONTENDERS)}")] = ",".join(
         CONTENDERS
     ),
     tracker_pending: Annotated[
@@ -93,7 +93,9 @@ def _profile_dir(path: Path) -> Path:
 def _contenders(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     if not names:
-        raise ConfigError("--contenders", f"name at least one of {', '.join(CONTENDERS)}")
+        raise ConfigError("--contenders", f"name at least one of {', '.join(ALL_CONTENDERS)}")
+    if WORKER in names and KMQ not in names:
+        names = (KMQ, *names)  # the worker is measured against the bare client, in the same rounds
     return names
 
 
