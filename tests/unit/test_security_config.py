@@ -4,6 +4,7 @@ file-based config."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,22 @@ def test_an_acl_refusal_names_the_topic_and_the_permission() -> None:
     detail = delivery_detail(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), "orders__markers")
     assert "lacks the Write permission on topic 'orders__markers' (TOPIC_AUTHORIZATION_FAILED)" in detail
     assert "--operation Write --topic orders__markers" in detail
+
+
+CLIENT_CONSTRUCTOR = re.compile(r"(?<![\w.])(Producer|Consumer|AdminClient|ShareConsumer)\(")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_module_that_makes_a_kafka_client_builds_its_settings_from_the_config() -> None:
+    """A client made from hand-written settings would miss the security fields (kmq/embedded talks to its own
+    loopback broker, and the settings helpers themselves are the source)."""
+    makers = [
+        path
+        for package in ("kmq", "tracker", "api")
+        for path in (ROOT / package).rglob("*.py")
+        if "embedded" not in path.parts and CLIENT_CONSTRUCTOR.search(path.read_text())
+    ]
+    assert len(makers) > 10, makers
+    sources = ("_settings(", "kafka_settings()")
+    bare = [str(p.relative_to(ROOT)) for p in makers if not any(s in p.read_text() for s in sources)]
+    assert bare == [], f"Kafka clients made without the config's settings: {bare}"
