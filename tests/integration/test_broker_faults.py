@@ -190,7 +190,8 @@ class Flow:
 
 @pytest.fixture
 def flow(kafka_nodes: EmbeddedKafka) -> Iterator[Flow]:
-    config = kafka_nodes.config(f"t-faults-{uuid.uuid4().hex[:8]}", msg_timeout_ms=15_000, max_redeliveries=50)
+    # The default 30 s timeout outlasts the 20 s pause: copies then come from the drops, not from the fault.
+    config = kafka_nodes.config(f"t-faults-{uuid.uuid4().hex[:8]}", msg_timeout_ms=30_000, max_redeliveries=50)
     kafka_nodes.ensure_topics(config, PARTITIONS)
     tracker_config = TrackerConfig(kmq=config, http_port=0, commit_interval_ms=500)
     trackers = [TrackerService(tracker_config).run_in_thread() for _ in range(2)]
