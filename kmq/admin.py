@@ -7,55 +7,112 @@ import time
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._metadata import ClusterMetadata, TopicMetadata
 from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from kmq.config import KmqConfig
+from kmq.durability import TopicReplication, default_replication_factor, min_insync_replicas
 from kmq.errors import ConfigError, TopicAdminError, TopicMismatchError, TopicMissingError
-from kmq.kafka import admin_settings, is_unreachable, unavailable
+from kmq.kafka import SecurityWatch, admin_settings, is_unreachable, security_error, unavailable
 
 _log = logging.getLogger(__name__)
+_METADATA_RETRY_S = 0.1
+_METADATA_SLICE_S = 1.0
 MARKERS_RETENTION_MS = 7 * 24 * 3600 * 1000
 _LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
 _METADATA_POLL_S = 0.05
 
 
 def ensure_topics(
-    config: KmqConfig, partitions: int, replication_factor: int = 1, timeout_s: float | None = None
+    config: KmqConfig, partitions: int, replication_factor: int | None = None, timeout_s: float | None = None
 ) -> None:
     """Create Q, M and D where missing (M with Q's partition count, LogAppendTime where the broker accepts it).
 
-    Existing topics are kept; the call then checks that M and Q have the same partition count.
-    `timeout_s` bounds each broker request (default: the config's `metadata_timeout_ms`).
+    `replication_factor` defaults to min(3, brokers); M and D follow an existing Q's replication factor, and every
+    topic created with replicas gets `min.insync.replicas=2` (kmq.durability). Existing topics are kept; the call
+    then checks that M and Q have the same partition count. `timeout_s` bounds each broker request (default: the
+    config's `metadata_timeout_ms`).
     """
     timeout_s = _timeout_s(config, timeout_s)
     if partitions < 1:
         raise ConfigError("partitions", "must be at least 1")
-    if replication_factor < 1:
+    if replication_factor is not None and replication_factor < 1:
         raise ConfigError("replication_factor", "must be at least 1")
+    metadata = _metadata(config, timeout_s)
+    replicas = replication_factor or default_replication_factor(len(metadata.brokers))
+    queue = metadata.topics.get(config.queue_topic)
+    if queue is not None and queue.error is None and queue.partitions:
+        replicas = len(next(iter(queue.partitions.values())).replicas) or replicas  # M and D follow Q
+    if replicas > (brokers := len(metadata.brokers)):
+        raise ConfigError("replication_factor", f"{replicas} replicas need as many brokers; there are {brokers}")
+    durable = {"min.insync.replicas": str(isr)} if (isr := min_insync_replicas(replicas)) else {}
     admin = AdminClient(admin_settings(config))
     markers_config = {
         "cleanup.policy": "delete",
         "retention.ms": str(max(MARKERS_RETENTION_MS, 10 * config.msg_timeout_ms)),
+        **durable,
     }
-    _create(admin, config, NewTopic(config.queue_topic, partitions, replication_factor), timeout_s)
+    _create(admin, config, NewTopic(config.queue_topic, partitions, replicas, config=dict(durable)), timeout_s)
     if not _create(
         admin,
         config,
-        NewTopic(config.markers_topic, partitions, replication_factor, config={**markers_config, **_LOG_APPEND_TIME}),
+        NewTopic(config.markers_topic, partitions, replicas, config={**markers_config, **_LOG_APPEND_TIME}),
         timeout_s,
         tolerate_invalid_config=True,
     ):
         _log.warning("broker refused LogAppendTime on %s; deadlines follow producers' clocks", config.markers_topic)
-        _create(
-            admin,
-            config,
-            NewTopic(config.markers_topic, partitions, replication_factor, config=markers_config),
-            timeout_s,
-        )
-    _create(admin, config, NewTopic(config.dead_letter_topic, partitions, replication_factor), timeout_s)
+        _create(admin, config, NewTopic(config.markers_topic, partitions, replicas, config=markers_config), timeout_s)
+    _create(admin, config, NewTopic(config.dead_letter_topic, partitions, replicas, config=dict(durable)), timeout_s)
     _await_metadata(config, (config.queue_topic, config.markers_topic, config.dead_letter_topic), timeout_s)
+    if len(metadata.brokers) > 1:
+        _await_every_broker(config, metadata, timeout_s)
     check_topics(config, timeout_s)
+
+
+def _await_every_broker(config: KmqConfig, metadata: ClusterMetadata, timeout_s: float) -> None:
+    """Wait until each broker knows the topics: in a cluster the others learn of a new topic from the controller a
+    moment after its creation is acknowledged, and a client asking one of them then would find it missing."""
+    deadline = time.monotonic() + timeout_s
+    topics = (config.queue_topic, config.markers_topic, config.dead_letter_topic)
+    for broker in metadata.brokers.values():
+        admin = AdminClient({**admin_settings(config), "bootstrap.servers": f"{broker.host}:{broker.port}"})
+        while True:
+            try:
+                known = admin.list_topics(timeout=max(0.1, deadline - time.monotonic())).topics
+            except KafkaException as e:
+                raise unavailable(config, e) from e
+            if all(topic in known and known[topic].partitions for topic in topics):
+                break
+            if time.monotonic() >= deadline:
+                raise unavailable(config, f"broker {broker.id} did not learn of the new topics in {timeout_s}s")
+            time.sleep(_METADATA_RETRY_S)
+
+
+def replication(config: KmqConfig, timeout_s: float | None = None) -> list[TopicReplication]:
+    """How the queue, markers and dead-letter topics (those that exist) are replicated; `.warning()` of each says
+    whether an acknowledged record could be lost with one broker."""
+    timeout_s = _timeout_s(config, timeout_s)
+    metadata = _metadata(config, timeout_s)
+    topics = [config.queue_topic, config.markers_topic, config.dead_letter_topic]
+    found = {t: metadata.topics[t] for t in topics if t in metadata.topics and metadata.topics[t].partitions}
+    if not found:
+        return []
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, topic) for topic in found]
+    admin = AdminClient(admin_settings(config))  # held while its futures are pending
+    futures = admin.describe_configs(resources, request_timeout=timeout_s)
+    result = []
+    for resource, future in futures.items():
+        try:
+            entries = future.result(timeout=timeout_s)
+        except KafkaException as e:
+            raise unavailable(config, e) from e
+        except TimeoutError as e:
+            raise unavailable(config, f"describing {resource.name} timed out after {timeout_s}s") from e
+        isr = int(entries["min.insync.replicas"].value or 1)
+        rf = min(len(p.replicas) for p in found[resource.name].partitions.values())
+        result.append(TopicReplication(resource.name, len(metadata.brokers), rf, isr))
+    return sorted(result, key=lambda r: topics.index(r.topic))
 
 
 def _await_metadata(config: KmqConfig, topics: tuple[str, ...], timeout_s: float) -> None:
@@ -130,12 +187,23 @@ def _timeout_s(config: KmqConfig, timeout_s: float | None) -> float:
 
 
 def _metadata(config: KmqConfig, timeout_s: float, admin: AdminClient | None = None) -> ClusterMetadata:
+    """The cluster's metadata, through `admin` when given (a long-lived client: the REST facade's probes), else a
+    new client that raises KafkaSecurityError as soon as the credentials or the TLS certificate are refused (asked
+    in short slices, so that is seconds, not the whole timeout)."""
     # All topics, not one by name: a Metadata request for a missing topic may auto-create it on some clusters.
-    try:
-        client = admin if admin is not None else AdminClient(admin_settings(config))  # (an AdminClient is falsy)
-        return client.list_topics(timeout=timeout_s)
-    except KafkaException as e:
-        raise unavailable(config, e) from e
+    watch = SecurityWatch()
+    if admin is None:  # (not `admin or ...`: an AdminClient is falsy)
+        admin = AdminClient({**admin_settings(config), "error_cb": watch})  # type: ignore[dict-item]  # a callable
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return admin.list_topics(timeout=max(0.1, min(_METADATA_SLICE_S, deadline - time.monotonic())))
+        except KafkaException as e:
+            admin.poll(0)  # serves error_cb
+            if watch.failure is not None:
+                raise security_error(config, watch.failure) from e
+            if time.monotonic() >= deadline:
+                raise unavailable(config, e) from e
 
 
 def _partitions(config: KmqConfig, metadata: ClusterMetadata, topic: str) -> int:

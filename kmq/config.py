@@ -7,7 +7,7 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, SecretStr, model_validator
 
-from kmq.settings import FrozenConfig, read_env, to_env
+from kmq.settings import FrozenConfig, read_env, read_secret_file, to_env
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 # librdkafka settings that kmq owns: they come from KmqConfig's own fields, never from the pass-through.
@@ -54,6 +54,9 @@ class KmqConfig(FrozenConfig):
     sasl_mechanism: str = Field("", description="librdkafka sasl.mechanism (e.g. SCRAM-SHA-512)")
     sasl_username: str = Field("", description="SASL user name")
     sasl_password: SecretStr = Field(SecretStr(""), description="SASL password")
+    sasl_password_file: str = Field(
+        "", description="file holding the SASL password (a mounted Secret), read at each client's start"
+    )
     ssl_ca_location: str = Field("", description="CA certificate file for TLS")
     kafka_config: dict[str, KafkaValue] = Field(
         default_factory=dict, description="librdkafka settings for every client (a JSON object in the environment)"
@@ -85,6 +88,8 @@ class KmqConfig(FrozenConfig):
                 raise ValueError(f"{field} must be 1-249 characters of a-z A-Z 0-9 . _ -")
         if len({self.queue_topic, self.markers_topic, self.dead_letter_topic}) != 3:
             raise ValueError("queue_topic, markers_topic and dead_letter_topic must be three different topics")
+        if self.sasl_password_file and self.sasl_password.get_secret_value():
+            raise ValueError("sasl_password_file and sasl_password are both set: keep one")
         # A JVM kmq tracker reads any marker type but START as an END: batch markers would never be redelivered.
         if self.redelivery_tracker == "jvm" and self.marker_format != "kmq":
             raise ValueError(
@@ -97,6 +102,8 @@ class KmqConfig(FrozenConfig):
             reserved = sorted(_RESERVED_KAFKA_KEYS & getattr(self, field).keys())
             if reserved:
                 raise ValueError(f"{field} must not set {', '.join(reserved)}: kmq sets them from its own fields")
+            if "sasl.password" in getattr(self, field):
+                raise ValueError(f"{field} must not hold sasl.password: set sasl_password or sasl_password_file")
         return self
 
     @classmethod
@@ -121,12 +128,19 @@ class KmqConfig(FrozenConfig):
             "security.protocol": self.security_protocol,
             "sasl.mechanism": self.sasl_mechanism,
             "sasl.username": self.sasl_username,
-            "sasl.password": self.sasl_password.get_secret_value(),
+            "sasl.password": self._sasl_password(),
             "ssl.ca.location": self.ssl_ca_location,
         }
         settings.update({k: v for k, v in named.items() if v})
         settings.update(self.kafka_config)
         return settings
+
+    def _sasl_password(self) -> str:
+        # Read when a client is made (each component makes its first at start), not when the config is: a rotated
+        # Secret reaches the next client, and a config can be checked where the Secret is not mounted.
+        if self.sasl_password_file:
+            return read_secret_file(self.sasl_password_file, "sasl_password_file")
+        return self.sasl_password.get_secret_value()
 
     def nack_delay_ms(self, redelivery_count: int) -> int:
         """Exponential backoff: base * 2^count, capped at the maximum."""

@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka import Message as KafkaMessage
 
 from kmq.errors import DeliveryError
-from kmq.kafka import DeliveryCallback
+from kmq.kafka import DeliveryCallback, delivery_detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +77,8 @@ class Failures:
 
     def report(self, error: KafkaError | None, message: KafkaMessage) -> None:
         if error is not None:
-            self.errors.append(DeliveryError(message.topic() or "", message.partition(), error.str()))
+            topic = message.topic() or ""
+            self.errors.append(DeliveryError(topic, message.partition(), delivery_detail(error, topic)))
 
     def check(self, remaining: int, timeout_s: float) -> None:
         """After `flush(timeout_s)` returned `remaining`: raise the first failure, or a timeout when any remain."""

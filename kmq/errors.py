@@ -73,6 +73,15 @@ class BrokerUnavailableError(KmqError):
         self.bootstrap_servers = bootstrap_servers
 
 
+class KafkaSecurityError(KmqError):
+    """Kafka refused the connection's SASL credentials, TLS could not verify the broker, or an ACL denied an
+    operation; the message names the setting or the topic and permission to fix (never a secret)."""
+
+    def __init__(self, bootstrap_servers: str, detail: str) -> None:
+        super().__init__(f"Kafka at {bootstrap_servers}: {detail}")
+        self.bootstrap_servers = bootstrap_servers
+
+
 class MarkerWriteError(KmqError):
     """START markers could not be written; the batch's offsets were not committed and it will be read again."""
 

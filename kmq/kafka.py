@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka import Message as KafkaMessage
 
 from kmq.config import KafkaValue, KmqConfig
-from kmq.errors import BrokerUnavailableError
+from kmq.errors import BrokerUnavailableError, KafkaSecurityError
 from kmq.headers import Headers
 
 KafkaSettings = dict[str, KafkaValue]
@@ -21,6 +21,8 @@ _CONSUMER_DEFAULTS: KafkaSettings = {"auto.offset.reset": "earliest", "enable.au
 # librdkafka's own log lines go through Python logging (callers set its level), not straight to stderr.
 KAFKA_LOGGER = logging.getLogger("kmq.kafka")
 _UNREACHABLE = frozenset({KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN})
+_SECURITY = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED})
+_AUTHORIZATION = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED})
 
 
 def producer_settings(config: KmqConfig, **extra: KafkaValue) -> KafkaSettings:
@@ -48,6 +50,44 @@ def consumer_settings(config: KmqConfig, group_id: str, **extra: KafkaValue) -> 
 
 def admin_settings(config: KmqConfig) -> KafkaSettings:
     return {**config.kafka_settings(), "logger": KAFKA_LOGGER}  # type: ignore[dict-item]  # librdkafka takes a Logger
+
+
+class SecurityWatch:
+    """An `error_cb` that keeps the first authentication or TLS failure a client reports, so a caller waiting for
+    the cluster can stop at once: librdkafka itself would retry such a connection forever."""
+
+    def __init__(self) -> None:
+        self.failure: KafkaError | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        if self.failure is None and error.code() in _SECURITY:
+            self.failure = error
+
+
+def security_error(config: KmqConfig, error: KafkaError) -> KafkaSecurityError:
+    """What to fix, in words: the credentials (user and mechanism named, the password never) or the CA."""
+    detail = error.str().split(": ", 1)[-1]  # without the broker's address, which the error names already
+    if error.code() == KafkaError._SSL:
+        trusted = f"ssl_ca_location={config.ssl_ca_location}" if config.ssl_ca_location else "the system's CAs"
+        return KafkaSecurityError(
+            config.bootstrap_servers,
+            f"TLS failed: {detail}; the broker's certificate must be signed by a CA in {trusted} (KMQ_SSL_CA_LOCATION)",
+        )
+    return KafkaSecurityError(
+        config.bootstrap_servers,
+        f"SASL authentication of user {config.sasl_username!r} ({config.sasl_mechanism or 'no mechanism set'}) "
+        f"failed: {detail}; check KMQ_SASL_USERNAME and KMQ_SASL_PASSWORD or KMQ_SASL_PASSWORD_FILE",
+    )
+
+
+def delivery_detail(error: KafkaError, topic: str) -> str:
+    """A failed write in words; an ACL refusal names the permission missing on `topic` and how to grant it."""
+    if error.code() in _AUTHORIZATION:
+        return (
+            f"this client's principal lacks the Write permission on topic {topic!r} ({error.name()}): grant it, "
+            f"e.g. `kafka-acls --add --allow-principal User:<name> --operation Write --topic {topic}`"
+        )
+    return error.str()
 
 
 def is_unreachable(error: KafkaException | KafkaError) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
@@ -81,3 +82,12 @@ def to_env(config: BaseModel, field_prefix: str = "") -> dict[str, str]:
     """The `KMQ_*` variables of a config's own (non-nested) fields, so a child process reads exactly this config."""
     values = {name: getattr(config, name) for name in type(config).model_fields}
     return {env_name(field_prefix + k): env_value(v) for k, v in values.items() if not isinstance(v, BaseModel)}
+
+
+def read_secret_file(path: str, field: str) -> str:
+    """A secret from a file (a mounted Kubernetes Secret: the value, maybe with a trailing newline); ConfigError
+    naming the setting and the file, never its content."""
+    try:
+        return Path(path).read_text().rstrip("\r\n")
+    except OSError as e:
+        raise ConfigError(field, f"cannot read {path}: {e.strerror or e} (is the Secret mounted there?)") from e

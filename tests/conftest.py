@@ -6,6 +6,7 @@
   tansu). `scripts/test` sets kafka: the integration tier runs on Apache Kafka.
 - `kafka_tansu`, `kafka_mock` (session): an embedded tansu / mock broker (the `kafka` one when that is the backend);
   skipped on an external cluster. They carry the smoke set that keeps the stand-ins working.
+- `kafka_nodes` (session): a 3-node embedded Apache Kafka, only for the tests that ask for it (kafka backend).
 - `cluster`: the cluster `make_config` uses, `kafka` by default. A module runs on the stand-ins too with::
 
       @pytest.fixture(params=["kafka", "kafka_tansu", "kafka_mock"])
@@ -84,6 +85,18 @@ def kafka_tansu(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
 @pytest.fixture(scope="session")
 def kafka_mock(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
     yield from _stand_in("mock", request)
+
+
+@pytest.fixture(scope="session")
+def kafka_nodes() -> Iterator[EmbeddedKafka]:
+    """A 3-node Apache Kafka cluster (RF 3, min ISR 2), started once per session by the tests that ask for it.
+
+    Its nodes can be killed, paused and restarted (`.nodes`): a test that does so restarts them before it ends.
+    Skipped on an external cluster and off the kafka backend (only Apache Kafka runs several nodes here)."""
+    if external_cluster_requested() or backend_under_test() != "kafka":
+        pytest.skip("a 3-node cluster needs the embedded kafka backend (KMQ_TEST_BACKEND=kafka)")
+    with EmbeddedKafka("kafka", nodes=3) as embedded:
+        yield embedded
 
 
 @pytest.fixture

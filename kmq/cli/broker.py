@@ -29,18 +29,23 @@ def broker(
     prepare_only: Annotated[
         bool, typer.Option(help="only fetch what the backend needs (Apache Kafka's jars, cached), then exit")
     ] = False,
+    nodes: Annotated[
+        int, typer.Option(min=1, help="KRaft nodes (kafka backend): 3 gives replication factor 3, min ISR 2")
+    ] = 1,
 ) -> None:
     """Run an embedded Kafka broker until Ctrl-C; prints the `export` lines that point kmq at it."""
     try:
         backend = resolve_backend(backend)
     except ConfigError as e:
         raise fail(str(e), USAGE_ERROR) from e
+    if nodes != 1 and backend != "kafka":
+        raise fail(f"--nodes needs --backend kafka; {backend} runs one broker", USAGE_ERROR)
     if prepare_only:
         embedded = EmbeddedKafka(backend, port)
         embedded.prepare()
         typer.echo(f"the embedded {embedded.describe()} broker is ready to start")
         return
-    with _stop_requests() as stop_requested, EmbeddedKafka(backend, port) as kafka:
+    with _stop_requests() as stop_requested, EmbeddedKafka(backend, port, nodes=nodes) as kafka:
         for line in _announcement(kafka):
             typer.echo(line)
         while not stop_requested.wait(_HEALTH_CHECK_S):
@@ -55,6 +60,9 @@ def register(app: typer.Typer) -> None:
 
 def _announcement(kafka: EmbeddedKafka) -> Iterator[str]:
     yield f"embedded {kafka.describe()} broker (pid {kafka.pid}) listening on {kafka.bootstrap_servers}"
+    if kafka.node_count > 1:
+        nodes = kafka.nodes
+        yield "nodes: " + ", ".join(f"{i} at {nodes.address(i)} (pid {nodes.pid(i)})" for i in nodes.ids)
     if kafka.log_file:
         yield f"its log: {kafka.log_file}"
     yield f"export KMQ_BOOTSTRAP_SERVERS={kafka.bootstrap_servers}"

@@ -7,12 +7,13 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from kmq.admin import check_topics, ensure_topics, grow_topics
+from kmq.admin import check_topics, ensure_topics, grow_topics, replication
 from kmq.cli.errors import friendly_errors
 from kmq.cli.options import BootstrapOption, QueueOption, build_config
 
 topics = typer.Typer(help="Create or check a queue's topics (queue, markers, dead letters).", no_args_is_help=True)
 _console = Console(highlight=False, soft_wrap=True)
+_err = Console(highlight=False, soft_wrap=True, stderr=True)
 
 
 @topics.command("create")
@@ -21,7 +22,14 @@ def create(
     bootstrap_servers: BootstrapOption = None,
     queue: QueueOption = None,
     partitions: Annotated[int, typer.Option("--partitions", "-p", min=1, help="partitions of queue and markers")] = 8,
-    replication_factor: Annotated[int, typer.Option(min=1, help="replicas of each partition")] = 1,
+    replication_factor: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="replicas of each partition (default: min(3, brokers); markers and dead letters follow an existing "
+            "queue); with 2 or more, min.insync.replicas is set to 2",
+        ),
+    ] = None,
 ) -> None:
     """Create the queue, markers and dead-letter topics where missing, then check them."""
     config = build_config(bootstrap_servers, queue)
@@ -49,10 +57,18 @@ def grow(
 @topics.command("check")
 @friendly_errors
 def check(bootstrap_servers: BootstrapOption = None, queue: QueueOption = None) -> None:
-    """Check that the markers topic has exactly the queue's partition count."""
+    """Check that the markers topic has exactly the queue's partition count, and warn when a broker's loss could lose
+    acknowledged markers or messages (one replica on a multi-broker cluster, min.insync.replicas 1)."""
     config = build_config(bootstrap_servers, queue)
     partitions = check_topics(config)
     _console.print(f"ok: {config.queue_topic} and {config.markers_topic} both have {partitions} partitions")
+    for topic in replication(config):
+        warning = topic.warning()
+        if warning is None:
+            replicas, isr = topic.replication_factor, topic.min_insync_replicas
+            _console.print(f"ok: {topic.topic} has {replicas} replicas, min.insync.replicas={isr}")
+        else:
+            _err.print(f"warning: {warning}")
 
 
 def register(app: typer.Typer) -> None:

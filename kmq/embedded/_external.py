@@ -20,6 +20,7 @@ CONNECTION_FIELDS = (
     "sasl_mechanism",
     "sasl_username",
     "sasl_password",
+    "sasl_password_file",
     "ssl_ca_location",
     "kafka_config",
     "consumer_kafka_config",

@@ -1,8 +1,12 @@
-"""The kafka backend: Apache Kafka from Maven Central, one KRaft node (broker and controller) on loopback.
+"""The kafka backend: Apache Kafka from Maven Central, KRaft nodes (each broker and controller) on loopback.
+
+One node by default; `nodes=3` makes a cluster of three with a three-voter quorum, whose internal topics have three
+replicas and min ISR 2, and whose nodes can be killed, paused (SIGSTOP) and restarted one by one.
 
 The jars are resolved once into `~/.cache/kmq/kafka/<version>` (see `_jvm`); `KMQ_KAFKA_VERSION` picks another
 version (3.9.x and 4.x start the same way here). Storage is formatted with Kafka's own `StorageTool` in a temporary
-folder that holds the data and the broker's log file, removed on stop unless the data is kept for a restart.
+folder (one sub-folder per node when there are several) that holds the data and each node's log file, removed on
+stop unless the data is kept for a restart.
 """
 
 from __future__ import annotations
@@ -11,11 +15,9 @@ import base64
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 import uuid
-from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar
@@ -23,9 +25,11 @@ from typing import ClassVar
 from kmq.config import KafkaValue
 from kmq.embedded._child import ChildProcess
 from kmq.embedded._jvm import java_binary, resolve_jars
-from kmq.embedded._kafka_config import log_settings, server_properties
+from kmq.embedded._kafka_config import secure_listener, server_properties
+from kmq.embedded._kafka_node import KafkaNode, await_format
 from kmq.embedded._ports import HOST, free_port
-from kmq.embedded._topics import await_broker, create_topics
+from kmq.embedded._tls import BrokerCertificates, make_certificates
+from kmq.embedded._topics import await_broker, await_brokers, create_topics
 from kmq.errors import EmbeddedBrokerError
 
 KAFKA_VERSION = "4.4.0"
@@ -33,8 +37,9 @@ KAFKA_VERSION = "4.4.0"
 # A short session lets a crashed consumer's partitions move in ~2 s (the broker allows it: group.min.session...).
 CONSUMER_KAFKA_CONFIG: Mapping[str, KafkaValue] = {"session.timeout.ms": 2000, "heartbeat.interval.ms": 500}
 _HEAP = "-Xmx512m"
-_LOG_TAIL_LINES = 40
-_FORMAT_TIMEOUT_S = 120
+ADMIN_USER = "admin"
+"""The super user of a `secure` embedded broker's SASL_SSL listener."""
+_CLUSTER_HEAP = "-Xmx384m"  # three JVMs on a small machine
 _PORT_ATTEMPTS = 3
 _PORT_TAKEN = "Address already in use"
 
@@ -57,28 +62,44 @@ def kafka_classpath(version: str) -> str:
 
 
 class KafkaBroker:
-    """One Apache Kafka KRaft node in a child process; restartable on the same data and ports."""
+    """Apache Kafka KRaft nodes in child processes; restartable (all of them, or one) on the same data and ports."""
 
     name = "kafka"
     stop_signal = signal.SIGTERM
     kafka_config: ClassVar[Mapping[str, KafkaValue]] = {}
     consumer_kafka_config: ClassVar[Mapping[str, KafkaValue]] = CONSUMER_KAFKA_CONFIG
 
-    def __init__(self, port: int | None) -> None:
+    def __init__(self, port: int | None, nodes: int = 1, secure: bool = False) -> None:
+        if nodes < 1:
+            raise EmbeddedBrokerError(f"an embedded Kafka cluster needs at least one node, not {nodes}")
         self.version = kafka_version()
+        self.node_count = nodes
+        self.secure = secure
+        self.certificates: BrokerCertificates | None = None
         self._requested_port = port
-        self._child: ChildProcess | None = None
         self._workdir: Path | None = None
-        self._ports: tuple[int, int] | None = None
+        self._nodes: list[KafkaNode] = []
         self._cluster_id = ""
 
     @property
     def child(self) -> ChildProcess | None:
-        return self._child
+        """The first node's JVM (the only one of a single-node broker)."""
+        return self._nodes[0].child if self._nodes else None
 
     @property
     def log_file(self) -> Path | None:
-        return None if self._workdir is None else self._workdir / "broker.log"
+        return self._nodes[0].log_file if self._nodes else None
+
+    @property
+    def nodes(self) -> list[KafkaNode]:
+        return list(self._nodes)
+
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"{HOST}:{node.port}" for node in self._nodes)
+
+    def secure_bootstrap_servers(self) -> str:
+        """The SASL_SSL listeners (a `secure` broker only)."""
+        return ",".join(f"{HOST}:{node.secure_port}" for node in self._nodes if node.secure_port)
 
     def prepare(self) -> None:
         """Check Java and resolve the jars (once: they are cached)."""
@@ -102,87 +123,103 @@ class KafkaBroker:
                     raise
         raise AssertionError("unreachable")
 
+    def start_node(self, node_id: int, timeout_ms: int) -> None:
+        """Start one stopped or killed node again on its data and ports; returns once it answers metadata."""
+        node = self.node(node_id)
+        if node.running():
+            raise EmbeddedBrokerError(f"Kafka node {node_id} is running already")
+        java, classpath = java_binary(), kafka_classpath(self.version)
+        self._await([node], [node.launch(java, classpath)], time.monotonic() + timeout_ms / 1000)
+
+    def node(self, node_id: int) -> KafkaNode:
+        for node in self._nodes:
+            if node.node_id == node_id:
+                return node
+        known = ", ".join(str(node.node_id) for node in self._nodes) or "none: not started"
+        raise EmbeddedBrokerError(f"no Kafka node {node_id} (nodes: {known})")
+
     def _launch(self, java: str, classpath: str, deadline: float) -> str:
-        assert self._workdir is not None and self._ports is not None
-        port = self._ports[0]
-        child = ChildProcess(f"kafka:{port}", self._server_argv(java, classpath), env=_jvm_env())
-        failure = await_broker(child, port, self._cluster_id, deadline)
-        if failure is not None:
-            child.stop(timeout_ms=5000)
-            raise EmbeddedBrokerError(
-                f"Apache Kafka {self.version} on {HOST}:{port} {failure}; "
-                f"the end of its log ({self.log_file}):\n{self.output_tail(child)}"
-            )
-        self._child = child
-        return f"{HOST}:{port}"
+        nodes = [node for node in self._nodes if not node.running()]
+        self._await(nodes, [node.launch(java, classpath) for node in nodes], deadline)
+        if len(self._nodes) > 1:
+            await_brokers(self.bootstrap_servers(), len(self._nodes), deadline)
+        return self.bootstrap_servers()
+
+    def _await(self, nodes: list[KafkaNode], children: list[ChildProcess], deadline: float) -> None:
+        for node, child in zip(nodes, children, strict=True):
+            failure = await_broker(child, node.port, self._cluster_id, deadline)
+            if failure is not None:
+                tail = node.output_tail(child)
+                for started in nodes:
+                    started.stop(timeout_ms=5000)
+                raise EmbeddedBrokerError(
+                    f"Apache Kafka {self.version} on {HOST}:{node.port} {failure}; "
+                    f"the end of its log ({node.log_file}):\n{tail}"
+                )
 
     def stop_process(self, timeout_ms: int, keep_data: bool) -> int:
-        """Stop the JVM (SIGTERM, then SIGKILL after `timeout_ms`); drop the data unless it is kept for a restart."""
-        code = self._child.stop(timeout_ms, self.stop_signal) if self._child is not None else 0
+        """Stop the JVMs (SIGTERM, then SIGKILL after `timeout_ms`); drop the data unless it is kept for a restart.
+        The first node's exit code."""
+        # Nodes stopped one after another would wait for a quorum that the earlier ones took away: all are signalled
+        # together, and a cluster whose data goes anyway is simply killed.
+        polite = self.stop_signal if keep_data or len(self._nodes) == 1 else signal.SIGKILL
+        for node in self._nodes:
+            node.signal(polite)
+        codes = [node.stop(timeout_ms, polite) for node in reversed(self._nodes)]
         if not keep_data:
             self.discard()
-        return code
+        return codes[-1] if codes else 0
 
     def discard(self) -> None:
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
-        self._workdir, self._ports = None, None
+        self._workdir, self._nodes, self.certificates = None, [], None
 
     def create_topics(self, topics: Mapping[str, int], timeout_ms: int) -> None:
-        assert self._ports is not None
-        create_topics({"bootstrap.servers": f"{HOST}:{self._ports[0]}"}, topics, 1, timeout_ms)
+        replication = min(3, len(self._nodes))
+        create_topics({"bootstrap.servers": self.bootstrap_servers()}, topics, replication, timeout_ms)
 
-    def output_tail(self, child: ChildProcess | None = None) -> str:
-        """The end of the broker's log file, then what the JVM printed (warnings, errors, crashes)."""
-        child = child or self._child
-        parts = []
-        if self.log_file is not None and self.log_file.is_file():
-            with self.log_file.open(errors="replace") as log:
-                parts.append("".join(deque(log, maxlen=_LOG_TAIL_LINES)).rstrip())
-        if child is not None:
-            parts.append(child.output_tail())
-        return "\n".join(parts) or "(no output)"
+    def output_tail(self) -> str:
+        """The end of each node's log file, then what its JVM printed (warnings, errors, crashes)."""
+        if len(self._nodes) == 1:
+            return self._nodes[0].output_tail()
+        return "\n".join(f"-- node {node.node_id}:\n{node.output_tail()}" for node in self._nodes) or "(no output)"
 
     def _prepare(self, java: str, classpath: str) -> None:
-        """A new data folder, ports and cluster id, and the storage formatted by Kafka's StorageTool."""
+        """A new data folder, ports and cluster id, and each node's storage formatted by Kafka's StorageTool."""
         self._workdir = Path(tempfile.mkdtemp(prefix="kmq-kafka-"))
-        self._ports = (self._requested_port or free_port(), free_port())
-        while self._ports[1] == self._ports[0]:
-            self._ports = (self._ports[0], free_port())
+        ports: list[int] = [self._requested_port] if self._requested_port else []
+        per_node = 3 if self.secure else 2
+        while len(ports) < per_node * self.node_count:
+            port = free_port()
+            if port not in ports:
+                ports.append(port)
         self._cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        props = self._workdir / "server.properties"
-        props.write_text(server_properties(self._workdir / "data", *self._ports, self.version))
-        for name, text in log_settings(self.log_file or self._workdir).items():
-            (self._workdir / name).write_text(text)
-        argv = [java, _HEAP, "-cp", classpath, "kafka.tools.StorageTool", "format"]
-        argv += ["-t", self._cluster_id, "-c", str(props)]
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=_FORMAT_TIMEOUT_S, check=False)
-        except subprocess.TimeoutExpired as e:
-            self.discard()
-            raise EmbeddedBrokerError(f"formatting Kafka's storage took over {_FORMAT_TIMEOUT_S}s") from e
-        if done.returncode != 0:
-            self.discard()
-            raise EmbeddedBrokerError(f"Kafka's StorageTool failed to format the storage:\n{done.stdout}{done.stderr}")
-
-    def _server_argv(self, java: str, classpath: str) -> list[str]:
-        assert self._workdir is not None
-        workdir = self._workdir
-        return [
-            java,
-            _HEAP,
-            "-XX:+UseG1GC",
-            "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={workdir / 'log4j2.properties'}",
-            f"-Dlog4j.configuration=file:{workdir / 'log4j.properties'}",
-            f"-Dkafka.logs.dir={workdir}",
-            "-cp",
-            classpath,
-            "kafka.Kafka",
-            str(workdir / "server.properties"),
+        heap = _HEAP if self.node_count == 1 else _CLUSTER_HEAP
+        self._nodes = [
+            KafkaNode(i + 1, self._node_dir(i + 1), *ports[per_node * i : per_node * (i + 1)], heap=heap)
+            for i in range(self.node_count)
         ]
+        voters = ",".join(f"{node.node_id}@{HOST}:{node.controller_port}" for node in self._nodes)
+        try:
+            if self.secure:
+                self.certificates = make_certificates(java, self._workdir / "tls")
+            for node in self._nodes:
+                node.write_config(self._node_properties(node, voters))
+            for formatting in [node.format_storage(java, classpath, self._cluster_id) for node in self._nodes]:
+                await_format(formatting)
+        except EmbeddedBrokerError:
+            self.discard()
+            raise
 
+    def _node_properties(self, node: KafkaNode, voters: str) -> str:
+        secure = None
+        if self.certificates is not None:
+            keystore, password = self.certificates.keystore, self.certificates.password
+            secure = secure_listener(node.secure_port, keystore, password, ADMIN_USER)
+        ports = (node.port, node.controller_port)
+        return server_properties(node.workdir / "data", *ports, self.version, node.node_id, voters, secure)
 
-def _jvm_env() -> dict[str, str]:
-    # KAFKA_OPTS / JAVA_TOOL_OPTIONS of the user's shell would change the broker (an agent, another heap): not ours.
-    return {k: v for k, v in os.environ.items() if k not in ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS")}
+    def _node_dir(self, node_id: int) -> Path:
+        assert self._workdir is not None
+        return self._workdir if self.node_count == 1 else self._workdir / f"node-{node_id}"

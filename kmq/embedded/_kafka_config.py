@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from kmq.embedded._ports import HOST
@@ -26,28 +27,81 @@ _SINGLE_NODE = {
     "num.io.threads": 4,
     "log.retention.check.interval.ms": 60_000,
 }
+# A cluster of several nodes: internal topics replicated like the queues kmq creates there (RF 3, min ISR 2), and
+# failure noticed in seconds (a killed or paused node is fenced after 4 s, a lagging follower leaves the ISR after 5 s)
+# so the fault tests see leadership move quickly; production brokers keep Kafka's defaults.
+_REPLICATED = {
+    "default.replication.factor": 3,
+    "min.insync.replicas": 2,
+    "offsets.topic.replication.factor": 3,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.min.isr": 2,
+    "share.coordinator.state.topic.replication.factor": 3,
+    "share.coordinator.state.topic.min.isr": 2,
+    "broker.session.timeout.ms": 4000,
+    "broker.heartbeat.interval.ms": 1000,
+    "replica.lag.time.max.ms": 5000,
+}
 # Before 4.2 share groups are a preview that must be switched on; from 4.2 they are on by default.
 _SHARE_PREVIEW = {"group.share.enable": "true", "group.coordinator.rebalance.protocols": "classic,consumer,share"}
 _PATTERN = "[%d] %p %m (%c)%n"
 
 
-def server_properties(data_dir: Path, port: int, controller_port: int, version: str) -> str:
-    """One KRaft node acting as broker and controller, listening on loopback only."""
+def server_properties(
+    data_dir: Path,
+    port: int,
+    controller_port: int,
+    version: str,
+    node_id: int = 1,
+    voters: str = "",
+    secure: Mapping[str, object] | None = None,
+) -> str:
+    """One KRaft node acting as broker and controller, listening on loopback only; `voters` (`1@host:port,...`) are
+    the controllers of a cluster of several nodes (default: this node alone); `secure` (`secure_listener`) adds a
+    SASL_SSL listener for clients, with ACLs."""
+    nodes = voters.count("@") or 1
+    listeners = f"PLAINTEXT://{HOST}:{port}"
+    if secure:
+        listeners += f",SASL_SSL://{HOST}:{secure['_port']}"
     settings: dict[str, object] = {
         "process.roles": "broker,controller",
-        "node.id": 1,
-        "controller.quorum.voters": f"1@{HOST}:{controller_port}",
-        "listeners": f"PLAINTEXT://{HOST}:{port},CONTROLLER://{HOST}:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{HOST}:{port}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "node.id": node_id,
+        "controller.quorum.voters": voters or f"{node_id}@{HOST}:{controller_port}",
+        "listeners": f"{listeners},CONTROLLER://{HOST}:{controller_port}",
+        "advertised.listeners": listeners,
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "log.dirs": str(data_dir),
         **_SINGLE_NODE,
     }
+    if nodes >= 3:
+        settings.update(_REPLICATED)
+    if secure:
+        settings.update({k: v for k, v in secure.items() if not k.startswith("_")})
     if _major_minor(version) in ((4, 0), (4, 1)):
         settings.update(_SHARE_PREVIEW)
     return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+def secure_listener(port: int, keystore: Path, keystore_password: str, admin_user: str) -> dict[str, object]:
+    """A SASL_SSL listener on `port` taking SCRAM-SHA-512 users, TLS from a PKCS12 keystore, and Kafka's
+    StandardAuthorizer: only ACLs let a user in; `admin_user` and the node's own loopback PLAINTEXT listener
+    (User:ANONYMOUS, which the embedded broker uses to start, make topics and users) are super users."""
+    return {
+        "_port": port,
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        ),
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(keystore),
+        "ssl.keystore.password": keystore_password,
+        "ssl.key.password": keystore_password,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": f"User:ANONYMOUS;User:{admin_user}",
+        "allow.everyone.if.no.acl.found": "false",
+    }
 
 
 def log_settings(log_file: Path) -> dict[str, str]:

@@ -109,3 +109,20 @@ def await_broker(child: ChildProcess, port: int, cluster_id: str, deadline: floa
     if metadata.cluster_id != cluster_id:
         return f"was not reachable: another broker (cluster {metadata.cluster_id!r}) answers on that port"
     return None
+
+
+def await_brokers(bootstrap_servers: str, count: int, deadline: float) -> None:
+    """Wait until the cluster's metadata lists `count` brokers (each node answers before all have registered)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "logger": KAFKA_LOGGER})  # type: ignore[dict-item]
+    seen = 0
+
+    def registered() -> bool:
+        nonlocal seen
+        try:
+            seen = len(admin.list_topics(timeout=_METADATA_ATTEMPT_S).brokers)
+        except KafkaException:
+            return False
+        return seen >= count
+
+    if not wait_until(registered, deadline):
+        raise BrokerUnavailableError(bootstrap_servers, f"{seen} of its {count} brokers registered in time")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 from deploytools import (
@@ -158,11 +160,14 @@ def test_every_kmq_variable_set_is_one_the_code_reads(rendered: dict[str, list[R
 
 @pytest.mark.parametrize("tree", KMQ_TREES)
 def test_the_pods_environment_is_a_valid_configuration(
-    rendered: dict[str, list[Resource]], tree: str, clean_env: pytest.MonkeyPatch
+    rendered: dict[str, list[Resource]], tree: str, clean_env: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """What each pod gets parses into its config; prod's Secret is the operator's, so its keys are stand-ins here."""
+    """What each pod gets parses into its config; prod's Secrets are the operator's, so their keys are stand-ins here
+    (the mounted password file too)."""
     resources = rendered[tree]
-    stand_ins = {"KMQ_API_KEYS": "k", "KMQ_API_RECEIPT_SECRET": "s" * 32, "KMQ_SASL_PASSWORD": "p"}
+    password = tmp_path / "password"
+    password.write_text("p")
+    stand_ins = {"KMQ_API_KEYS": "k", "KMQ_API_RECEIPT_SECRET": "s" * 32, "KMQ_SASL_PASSWORD_FILE": str(password)}
     tracker, api_deployment = one(resources, "Deployment", "kmq-tracker"), one(resources, "Deployment", "kmq-api")
     with clean_env.context() as env:
         _set_environment(env, pod_environment(resources, tracker), stand_ins if tree == "prod" else {})
@@ -303,10 +308,33 @@ def test_the_overlays_reach_the_example_clusters_listeners(rendered: dict[str, l
     assert prod["KMQ_BOOTSTRAP_SERVERS"] == f"{service}:{listeners['tls']['port']}"
     assert listeners["tls"]["tls"] and prod["KMQ_SECURITY_PROTOCOL"] == "SASL_SSL"
     assert listeners["tls"]["authentication"]["type"] == prod["KMQ_SASL_MECHANISM"].lower()
-    assert prod["KMQ_SASL_USERNAME"] == one(rendered["kafka"], "KafkaUser")["metadata"]["name"]
+    assert prod["KMQ_SASL_USERNAME"] == one(rendered["prod"], "KafkaUser")["metadata"]["name"]
     tracker = container(one(rendered["prod"], "Deployment", "kmq-tracker"))
     mounts = {mount["name"]: mount["mountPath"] for mount in tracker["volumeMounts"]}
     assert prod["KMQ_SSL_CA_LOCATION"].startswith(mounts["kafka-ca"] + "/")
+
+
+def test_the_pods_read_the_kafka_users_password_from_its_operators_secret(rendered: dict[str, list[Resource]]) -> None:
+    """Strimzi's User Operator watches kmq's namespace, writes the KafkaUser's Secret there (named after the user,
+    key `password`), and both Deployments mount it where KMQ_SASL_PASSWORD_FILE points: nothing to copy by hand."""
+    user = one(rendered["prod"], "KafkaUser")
+    kafka = one(rendered["kafka"], "Kafka")
+    assert kafka["spec"]["entityOperator"]["userOperator"]["watchedNamespace"] == user["metadata"]["namespace"]
+    assert user["metadata"]["labels"]["strimzi.io/cluster"] == kafka["metadata"]["name"]
+    for name in ("kmq-tracker", "kmq-api"):
+        deployment = one(rendered["prod"], "Deployment", name)
+        env = pod_environment(rendered["prod"], deployment)
+        assert "KMQ_SASL_PASSWORD" not in env, f"{name}: the password belongs in the mounted file, not a variable"
+        secrets = {
+            volume["name"]: volume["secret"]["secretName"]
+            for volume in deployment["spec"]["template"]["spec"]["volumes"]
+            if "secret" in volume
+        }
+        mounts = {mount["mountPath"]: mount["name"] for mount in container(deployment)["volumeMounts"]}
+        folder, key = env["KMQ_SASL_PASSWORD_FILE"].rsplit("/", 1)
+        assert key == "password" and secrets[mounts[folder]] == user["metadata"]["name"], name
+        assert env["KMQ_SASL_USERNAME"] == user["metadata"]["name"]
+        assert env["KMQ_SSL_CA_LOCATION"].rsplit("/", 1)[0] in mounts, name
 
 
 def test_the_kafka_user_may_do_what_kmq_does(
@@ -316,7 +344,7 @@ def test_the_kafka_user_may_do_what_kmq_does(
         _set_environment(env, pod_environment(rendered["prod"], one(rendered["prod"], "Deployment", "kmq-tracker")))
         tracker = TrackerConfig.from_env()
     kmq = tracker.kmq
-    acls = one(rendered["kafka"], "KafkaUser")["spec"]["authorization"]["acls"]
+    acls = one(rendered["prod"], "KafkaUser")["spec"]["authorization"]["acls"]
     needs = {
         ("topic", kmq.queue_topic): {"Describe", "Read", "Write"},
         ("topic", kmq.markers_topic): {"Describe", "Read", "Write"},

@@ -40,8 +40,8 @@ def test_each_tree_renders_what_it_promises(rendered: dict[str, list[Resource]])
     kinds = {tree: sorted({r["kind"] for r in resources}) for tree, resources in rendered.items()}
     base = {"ConfigMap", "Deployment", "Namespace", "PodDisruptionBudget", "Service", "ServiceAccount"}
     assert base | {"Secret"} == set(kinds["dev"])
-    assert base | {"HorizontalPodAutoscaler", "PrometheusRule", "ServiceMonitor"} == set(kinds["prod"])
-    assert {"Kafka", "KafkaNodePool", "KafkaTopic", "KafkaUser"} == set(kinds["kafka"])
+    assert base | {"HorizontalPodAutoscaler", "KafkaUser", "PrometheusRule", "ServiceMonitor"} == set(kinds["prod"])
+    assert {"Kafka", "KafkaNodePool", "KafkaTopic"} == set(kinds["kafka"])
     assert {r["metadata"].get("namespace") for r in rendered["prod"] if r["kind"] != "Namespace"} == {"kmq"}
 
 

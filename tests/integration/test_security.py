@@ -1,0 +1,172 @@
+"""kmq over SASL_SSL (SCRAM-SHA-512, TLS from a throwaway CA, ACLs enforced by StandardAuthorizer) on an embedded
+Apache Kafka: the whole flow works with a password read from a file; a wrong password, an untrusted certificate and
+a missing ACL each fail at once with an error that says what to fix, and the password shows up nowhere."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._acl import AclBinding, AclOperation, AclPermissionType
+from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
+from fastapi.testclient import TestClient
+from prometheus_client import generate_latest
+from pydantic import SecretStr
+
+from api.app import create_app
+from api.config import ApiConfig
+from kmq.client import KmqClient
+from kmq.config import KmqConfig
+from kmq.embedded import EmbeddedKafka
+from kmq.embedded._jvm import java_binary
+from kmq.embedded._tls import make_ca
+from kmq.errors import KafkaSecurityError, MarkerWriteError
+from kmq.producer import KmqProducer, OutgoingMessage
+from tests.conftest import backend_under_test, external_cluster_requested
+from tests.helpers import wait_for
+from tracker import TrackerConfig, TrackerService
+
+ADMIN_PASSWORD = "admin-secret-7f3e"
+APP_PASSWORD = "app-secret-9c1d"
+AUTH = {"Authorization": "Bearer security-key"}
+
+
+@pytest.fixture(scope="module")
+def secure_kafka() -> Iterator[EmbeddedKafka]:
+    if external_cluster_requested() or backend_under_test() != "kafka":
+        pytest.skip("the SASL_SSL listener is the embedded kafka backend's (KMQ_TEST_BACKEND=kafka)")
+    with EmbeddedKafka("kafka", secure=True) as kafka:
+        kafka.create_user("admin", ADMIN_PASSWORD)
+        kafka.create_user("app", APP_PASSWORD)
+        yield kafka
+
+
+def grant(kafka: EmbeddedKafka, user: str, resource: ResourceType, name: str, *operations: AclOperation) -> None:
+    """ACLs on every topic or group whose name starts with `name`, made on the broker's own listener."""
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    bindings = [
+        AclBinding(resource, name, ResourcePatternType.PREFIXED, f"User:{user}", "*", op, AclPermissionType.ALLOW)
+        for op in operations
+    ]
+    for future in admin.create_acls(bindings, request_timeout=30).values():
+        future.result(timeout=30)
+
+
+def new_queue(kafka: EmbeddedKafka, tmp_path: Path) -> tuple[KmqConfig, KmqConfig]:
+    """A queue made by the admin user, and the app user's config for it (its password from a file, as a mounted
+    Kubernetes Secret gives it), with its topics and groups granted to it."""
+    queue = f"t-secure-{uuid.uuid4().hex[:8]}"
+    kafka.ensure_topics(kafka.secure_config(queue, "admin", ADMIN_PASSWORD), 2)
+    password_file = tmp_path / "sasl-password"
+    password_file.write_text(APP_PASSWORD + "\n")
+    app = kafka.secure_config(queue, "app", "", sasl_password_file=str(password_file), msg_timeout_ms=2000)
+    return kafka.secure_config(queue, "admin", ADMIN_PASSWORD), app
+
+
+def test_the_whole_flow_runs_over_sasl_ssl_and_the_password_shows_nowhere(
+    secure_kafka: EmbeddedKafka, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    _, config = new_queue(secure_kafka, tmp_path)
+    all_operations = (AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE)
+    grant(secure_kafka, "app", ResourceType.TOPIC, config.queue_topic, *all_operations)
+    grant(secure_kafka, "app", ResourceType.GROUP, config.queue_topic, AclOperation.READ, AclOperation.DESCRIBE)
+    expected = {f"m{i}".encode() for i in range(30)}
+    with KmqProducer(config) as producer:
+        producer.send_batch(OutgoingMessage(value) for value in sorted(expected))
+    tracker = TrackerService(TrackerConfig(kmq=config, http_port=0, commit_interval_ms=200)).run_in_thread()
+    processed: set[bytes] = set()
+    try:
+        assert tracker.wait_ready(60), "tracker not ready"
+        with KmqClient(config) as client:
+            first = True
+
+            def receive() -> bool:
+                # the first batch is left unacknowledged: the tracker must redeliver it over SASL_SSL too
+                nonlocal first
+                for msg in client.receive(max_messages=10, timeout_s=0.5):
+                    if not first:
+                        client.processed(msg)
+                        processed.add(msg.value or b"")
+                first = False
+                return processed >= expected
+
+            wait_for(receive, 60, interval_s=0, what="every message processed, redelivered ones included")
+        assert tracker.metrics.redeliveries._value.get() >= 1  # type: ignore[attr-defined]  # prometheus internals
+        metrics = generate_latest(tracker.metrics.registry).decode()
+    finally:
+        tracker.stop()
+    key, secret = SecretStr("security-key"), "security-test-secret-0123456789ab"
+    api = ApiConfig(queues=(config,), receipt_secret=secret, api_keys=(key,))
+    with TestClient(create_app(api), headers=AUTH) as http:
+        path = f"/v1/queues/{config.queue_topic}"
+        sent = http.post(f"{path}/messages", json={"messages": [{"value": "over-http"}]})
+        assert sent.status_code == 200, sent.text
+        seen: list[str] = []
+
+        def receive_http() -> bool:
+            answer = http.post(f"{path}/receive", json={"max_messages": 10, "wait_ms": 500}).json()["messages"]
+            if answer:
+                acked = http.post(f"{path}/ack", json={"receipts": [m["receipt"] for m in answer]})
+                assert acked.status_code == 200, acked.text
+            seen.extend(m["value"] for m in answer)
+            return "over-http" in seen
+
+        wait_for(receive_http, 60, interval_s=0, what="the HTTP message received and acknowledged")
+        api_metrics = http.get("/metrics")
+        assert api_metrics.status_code == 200, api_metrics.text
+    for shown in (caplog.text, metrics, api_metrics.text, repr(config), str(config.kafka_settings().keys())):
+        assert APP_PASSWORD not in shown
+    assert config.kafka_settings()["sasl.password"] == APP_PASSWORD  # read from the file by every client
+
+
+def test_a_wrong_password_fails_at_once_with_what_to_check(secure_kafka: EmbeddedKafka, tmp_path: Path) -> None:
+    admin, _ = new_queue(secure_kafka, tmp_path)
+    # a timeout this long would be a hang; the error must come from the refusal, not from the clock
+    wrong = admin.with_overrides(sasl_password="not-the-password", metadata_timeout_ms=120_000)
+    with pytest.raises(KafkaSecurityError) as raised:
+        KmqClient(wrong)
+    message = str(raised.value)
+    assert "SASL authentication of user 'admin' (SCRAM-SHA-512) failed" in message, message
+    assert "KMQ_SASL_PASSWORD" in message and "not-the-password" not in message
+
+
+def test_an_untrusted_certificate_fails_at_once_naming_the_ca(secure_kafka: EmbeddedKafka, tmp_path: Path) -> None:
+    admin, _ = new_queue(secure_kafka, tmp_path)
+    other_ca = make_ca(java_binary(), tmp_path, "some-other-ca")
+    untrusting = admin.with_overrides(ssl_ca_location=str(other_ca), metadata_timeout_ms=120_000)
+    with pytest.raises(KafkaSecurityError) as raised:
+        TrackerService(TrackerConfig(kmq=untrusting, http_port=0)).run_in_thread()
+    message = str(raised.value)
+    assert "TLS failed" in message and "certificate verify failed" in message, message
+    assert f"ssl_ca_location={other_ca}" in message
+
+
+def test_a_principal_that_cannot_write_markers_is_told_which_topic_and_permission(
+    secure_kafka: EmbeddedKafka, tmp_path: Path
+) -> None:
+    _, config = new_queue(secure_kafka, tmp_path)
+    # it may see all three topics, read and write the queue and use its group, but not write markers
+    grant(secure_kafka, "app", ResourceType.TOPIC, config.queue_topic, AclOperation.DESCRIBE)
+    for operation in (AclOperation.READ, AclOperation.WRITE):
+        grant_exact(secure_kafka, "app", config.queue_topic, operation)
+    grant(secure_kafka, "app", ResourceType.GROUP, config.queue_topic, AclOperation.READ)
+    with KmqProducer(config) as producer:
+        producer.send_batch([OutgoingMessage(b"unmarked")])
+    with KmqClient(config) as client, pytest.raises(MarkerWriteError) as raised:
+        wait_for(lambda: bool(client.receive(max_messages=1, timeout_s=0.5)), 60, interval_s=0, what="a receive")
+    message = str(raised.value)
+    assert f"lacks the Write permission on topic {config.markers_topic!r}" in message, message
+    assert "TOPIC_AUTHORIZATION_FAILED" in message
+
+
+def grant_exact(kafka: EmbeddedKafka, user: str, topic: str, operation: AclOperation) -> None:
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
+    binding = AclBinding(
+        ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{user}", "*", operation, AclPermissionType.ALLOW
+    )
+    admin.create_acls([binding], request_timeout=30)[binding].result(timeout=30)
