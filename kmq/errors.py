@@ -91,3 +91,7 @@ class DemoError(KmqError):
 
 class BenchError(KmqError):
     """`kmq bench` could not measure: a contender's process failed or stalled, or the options cannot work."""
+
+
+class AckInputError(KmqError, ValueError):
+    """A row given to the Spark acknowledgement sink is invalid (unknown status, null partition or offset)."""
