@@ -36,8 +36,9 @@ def ack(batch_df: DataFrame, **options: Any) -> None:
     ack_batch(batch_df, {key: str(value) for key, value in options.items()})
 
 
-def audit(spark: SparkSession, **options: Any) -> AuditReport:
-    """The delivery audit of a queue (see `kmq audit`); options as format("kmq")."""
-    from kmq.spark.audit import run_audit
+def audit(spark: SparkSession, parquet: str | None = None, **options: Any) -> AuditReport:
+    """The delivery audit of a queue (see `kmq audit`); options as format("kmq"), `parquet` a path for the
+    per-partition rows."""
+    from kmq.spark.audit_job import run_audit
 
-    return run_audit(spark, {key: str(value) for key, value in options.items()})
+    return run_audit(spark, {key: str(value) for key, value in options.items()}, parquet=parquet)

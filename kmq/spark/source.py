@@ -73,7 +73,7 @@ class KmqStreamReader(DataSourceStreamReader):
         self._commit(first)
         ends = {p: max(end, first.get(p, 0)) for p, end in self._driver().ends().items()}
         if isinstance(limit, ReadMaxRows):
-            ends = limit_end(first, ends, limit.maxRows)
+            ends = limit_end(first, ends, limit.max_rows)
         return to_offset(ends)
 
     def getDefaultReadLimit(self) -> ReadLimit:
