@@ -12,8 +12,8 @@ MARKER_FORMATS = ("kmq",)  # "batch" joins when its codec lands (PROTOCOL.md, "B
 _KAFKA_PREFIX = "kafka."
 _KNOWN = frozenset(
     {"bootstrap.servers", "queue", "group", "markers", "dead_letters", "msg_timeout_ms", "marker_format",
-     "max_records_per_batch", "chunk_size", "path", "topic"}
-)  # fmt: skip
+     "max_records_per_batch", "chunk_size", "path", "topic", "checkpointlocation"}
+)  # fmt: skip  # Spark passes "path" and "checkpointLocation" to sources and sinks itself
 
 
 @dataclass(frozen=True, slots=True)
