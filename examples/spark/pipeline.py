@@ -16,11 +16,10 @@ import random
 import sys
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
 import kmq.spark
-
 
 RESULTS_SCHEMA = "partition int, offset long, number long, square long, redelivery_count int"
 
@@ -89,9 +88,7 @@ def main() -> None:
         .load()
     )
     query = (
-        stream.writeStream.foreachBatch(
-            lambda batch, _: process(batch, args.output, options, args)
-        )
+        stream.writeStream.foreachBatch(lambda batch, _: process(batch, args.output, options, args))
         .option("checkpointLocation", args.checkpoint)
         .trigger(processingTime="500 milliseconds")
         .start()

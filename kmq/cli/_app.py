@@ -20,8 +20,15 @@ app = typer.Typer(
     add_completion=False,
 )
 
-_BUILTIN = ("kmq.cli.broker", "kmq.cli.topics", "kmq.cli.send", "kmq.cli.consume", "kmq.cli.demo", "kmq.cli.bench",
-            "kmq.cli.audit")
+_BUILTIN = (
+    "kmq.cli.broker",
+    "kmq.cli.topics",
+    "kmq.cli.send",
+    "kmq.cli.consume",
+    "kmq.cli.demo",
+    "kmq.cli.bench",
+    "kmq.cli.audit",
+)
 _log = logging.getLogger(__name__)
 _registered = False
 

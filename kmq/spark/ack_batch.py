@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F  # noqa: N812  # Spark's convention
+from pyspark.sql import functions as F  # Spark's convention
 
 from kmq.errors import AckInputError
 from kmq.spark.ack_sink import check_schema
@@ -13,7 +13,9 @@ from kmq.spark.acking import STATUSES
 def ack_batch(batch_df: DataFrame, options: dict[str, str]) -> None:
     check_schema(batch_df.schema)
     bad = batch_df.where(
-        F.col("partition").isNull() | F.col("offset").isNull() | ~F.coalesce(F.col("status").isin(*STATUSES), F.lit(False))
+        F.col("partition").isNull()
+        | F.col("offset").isNull()
+        | ~F.coalesce(F.col("status").isin(*STATUSES), F.lit(False))
     )
     first = bad.select("partition", "offset", "status").limit(1).collect()
     if first:

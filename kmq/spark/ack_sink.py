@@ -63,5 +63,5 @@ class AckStreamWriter(DataSourceStreamWriter):
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         return _write(self.options, iterator)
 
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803  # Spark's name
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # Spark's name
         """Nothing to do: every task's markers were flushed before it ended."""

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F  # noqa: N812  # Spark's convention
+from pyspark.sql import functions as F  # Spark's convention
 
 from kmq import headers as h
 from kmq.spark.options import SourceOptions
@@ -59,7 +59,10 @@ def audit_frames(
         .withColumn("status", _status())
     )
     per_chain = chains.groupBy("partition").agg(
-        *(F.count_if(F.col("status") == name).alias(name) for name in ("acked", "pending", "unaccounted", "unconsumed")),
+        *(
+            F.count_if(F.col("status") == name).alias(name)
+            for name in ("acked", "pending", "unaccounted", "unconsumed")
+        ),
         F.count_if(F.col("status") == "dead").alias("dead_lettered"),
         F.min(F.when(F.col("status") == "pending", F.col("last.started_at"))).alias("oldest_start"),
     )
@@ -123,13 +126,15 @@ def _queue(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
 def _winning_markers(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
     """Per queue offset, the marker with the highest marker offset (PROTOCOL.md): its kind and timestamp."""
     markers = spark.read.format("kmq-markers").options(**options).load().where(F.col("kind").isin("start", "end"))
-    return markers.groupBy("queue_partition", "queue_offset").agg(
-        F.max_by(F.struct("kind", "timestamp"), "marker_offset").alias("m")
-    ).select(
-        F.col("queue_partition").alias("partition"),
-        F.col("queue_offset").alias("offset"),
-        F.col("m.kind").alias("state"),
-        F.col("m.timestamp").alias("started_at"),
+    return (
+        markers.groupBy("queue_partition", "queue_offset")
+        .agg(F.max_by(F.struct("kind", "timestamp"), "marker_offset").alias("m"))
+        .select(
+            F.col("queue_partition").alias("partition"),
+            F.col("queue_offset").alias("offset"),
+            F.col("m.kind").alias("state"),
+            F.col("m.timestamp").alias("started_at"),
+        )
     )
 
 

@@ -30,7 +30,7 @@ def from_offset(offset: Mapping[str, int]) -> dict[int, int]:
 
 def limit_end(start: Mapping[int, int], end: Mapping[int, int], max_rows: int) -> dict[int, int]:
     """`end` cut so that at most `max_rows` rows lie between `start` and it, shared fairly among partitions."""
-    available = {p: max(0, end[p] - start.get(p, end[p])) for p in end}
+    available = {p: max(0, end[p] - start.get(p, 0)) for p in end}
     taken = dict.fromkeys(available, 0)
     budget = max_rows
     while budget > 0:
@@ -42,14 +42,14 @@ def limit_end(start: Mapping[int, int], end: Mapping[int, int], max_rows: int) -
             grant = min(share, available[p] - taken[p], budget)
             taken[p] += grant
             budget -= grant
-    return {p: start.get(p, end[p]) + taken[p] for p in end}
+    return {p: start.get(p, 0) + taken[p] for p in end}
 
 
 def split(start: Mapping[int, int], end: Mapping[int, int], max_rows_per_range: int) -> list[OffsetRange]:
     """The ranges of a micro-batch, each partition's cut into pieces of at most `max_rows_per_range`."""
     ranges = []
     for partition in sorted(end):
-        first = start.get(partition, end[partition])
+        first = start.get(partition, 0)  # a partition added since the query began: from its beginning
         for piece in range(first, end[partition], max_rows_per_range):
             ranges.append(OffsetRange(partition, piece, min(piece + max_rows_per_range, end[partition])))
     return ranges

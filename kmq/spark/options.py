@@ -1,4 +1,4 @@
-"""The options of the `kmq` Spark data sources, read into a frozen `SourceOptions` (a `KmqConfig` plus Spark's knobs)."""
+"""The options of the `kmq` Spark data sources, read into a frozen `SourceOptions`: a `KmqConfig` and Spark knobs."""
 
 from __future__ import annotations
 

@@ -41,7 +41,9 @@ def read_range(config: KmqConfig, topic: str, span: OffsetRange, chunk_size: int
         consumer.close()
 
 
-def with_starts(config: KmqConfig, chunks: Iterator[list[KafkaMessage]], timeout_ms: int) -> Iterator[list[KafkaMessage]]:
+def with_starts(
+    config: KmqConfig, chunks: Iterator[list[KafkaMessage]], timeout_ms: int
+) -> Iterator[list[KafkaMessage]]:
     """Each chunk once its START markers are acknowledged (acks=all); MarkerWriteError fails the task."""
     writer = StartWriter(config)
     for chunk in chunks:

@@ -65,7 +65,7 @@ class AuditReport:
         return self.total("unaccounted") == 0
 
     def to_json(self) -> str:
-        totals = {name: self.total(name) for name in _COUNTED}
+        totals: dict[str, object] = {name: self.total(name) for name in _COUNTED}
         totals.update(max_redelivery_count=self.max_redelivery_count, oldest_pending_age_ms=self.oldest_pending_age_ms,
                       dead_reasons=self.dead_reasons)  # fmt: skip
         return json.dumps({"queue": self.queue, "totals": totals, "partitions": [asdict(p) for p in self.partitions]})
@@ -77,7 +77,7 @@ class AuditReport:
             table.add_column(name.replace("_", " "), justify="right")
         for p in self.partitions:
             table.add_row(*(_cell(getattr(p, name)) for name in names))
-        totals = {name: self.total(name) for name in _COUNTED}
+        totals: dict[str, object] = {name: self.total(name) for name in _COUNTED}
         totals.update(partition="all", max_redelivery_count=self.max_redelivery_count,
                       oldest_pending_age_ms=self.oldest_pending_age_ms)  # fmt: skip
         table.add_row(*(_cell(totals.get(name)) for name in names), style="bold")
