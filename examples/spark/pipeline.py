@@ -64,6 +64,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--poison-every", type=int, default=97, help="reject multiples of this number (0: none)")
     parser.add_argument("--retry-delay-ms", type=int, default=500)
     parser.add_argument("--max-records-per-batch", type=int, default=2_000)
+    parser.add_argument("--msg-timeout-ms", type=int, default=30_000, help="time a micro-batch has before redelivery")
     args = parser.parse_args(argv)
     if not args.bootstrap_servers or not args.queue:
         parser.error("give --bootstrap-servers and --queue (or KMQ_BOOTSTRAP_SERVERS and KMQ_QUEUE_TOPIC)")
@@ -78,7 +79,8 @@ def main() -> None:
         builder = builder.master(args.master).config("spark.ui.enabled", str(not args.master.startswith("local")))
     spark = builder.getOrCreate()
     kmq.spark.register(spark)
-    options = {"bootstrap.servers": args.bootstrap_servers, "queue": args.queue}
+    options = {"bootstrap.servers": args.bootstrap_servers, "queue": args.queue,
+               "msg_timeout_ms": str(args.msg_timeout_ms)}  # fmt: skip
     kafka_config = json.loads(os.environ.get("KMQ_KAFKA_CONFIG") or "{}")  # e.g. SASL settings, as kmq reads them
     options.update({f"kafka.{key}": str(value) for key, value in kafka_config.items()})
     stream = (

@@ -49,7 +49,12 @@ def test_ranges_cover_each_partition_exactly_in_pieces() -> None:
 
 def test_options_build_a_config_and_name_a_bad_one() -> None:
     options = SourceOptions.parse(
-        {"bootstrap.servers": "k:9092", "queue": "orders", "kafka.security.protocol": "SSL", "max_records_per_batch": "5"}
+        {
+            "bootstrap.servers": "k:9092",
+            "queue": "orders",
+            "kafka.security.protocol": "SSL",
+            "max_records_per_batch": "5",
+        }
     )
     assert options.config.markers_topic == "orders__markers"
     assert options.config.kafka_config == {"security.protocol": "SSL"}
