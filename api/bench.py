@@ -89,7 +89,7 @@ def _cluster(given: KafkaCluster | None) -> Iterator[KafkaCluster]:
     elif os.environ.get("KMQ_BOOTSTRAP_SERVERS"):
         yield ExternalKafka.from_env()
     else:
-        with EmbeddedKafka("tansu") as embedded:
+        with EmbeddedKafka() as embedded:
             yield embedded
 
 

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
-from confluent_kafka.admin._metadata import ClusterMetadata
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka.admin._metadata import ClusterMetadata, TopicMetadata
+from confluent_kafka.cimpl import NewPartitions, NewTopic
 
 from kmq.config import KmqConfig
-from kmq.errors import ConfigError, TopicMismatchError, TopicMissingError
+from kmq.errors import ConfigError, TopicAdminError, TopicMismatchError, TopicMissingError
 from kmq.kafka import admin_settings, is_unreachable, unavailable
 
 _log = logging.getLogger(__name__)
 MARKERS_RETENTION_MS = 7 * 24 * 3600 * 1000
 _LOG_APPEND_TIME = {"message.timestamp.type": "LogAppendTime"}
+_METADATA_POLL_S = 0.05
 
 
 def ensure_topics(
@@ -52,7 +54,26 @@ def ensure_topics(
             timeout_s,
         )
     _create(admin, config, NewTopic(config.dead_letter_topic, partitions, replication_factor), timeout_s)
+    _await_metadata(config, (config.queue_topic, config.markers_topic, config.dead_letter_topic), timeout_s)
     check_topics(config, timeout_s)
+
+
+def _await_metadata(config: KmqConfig, topics: tuple[str, ...], timeout_s: float) -> None:
+    """Until metadata shows every topic with a leader per partition: a broker learns of a topic just created a
+    moment after the controller answered, and a check before then would find it missing."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        metadata = _metadata(config, timeout_s)
+        found = [metadata.topics.get(topic) for topic in topics]
+        if all(t is not None and t.error is None and t.partitions and _led(t) for t in found):
+            return
+        if time.monotonic() >= deadline:
+            return  # check_topics names what is missing
+        time.sleep(_METADATA_POLL_S)
+
+
+def _led(topic: TopicMetadata) -> bool:
+    return all(partition.leader >= 0 for partition in topic.partitions.values())
 
 
 def check_topics(config: KmqConfig, timeout_s: float | None = None) -> int:
@@ -63,6 +84,37 @@ def check_topics(config: KmqConfig, timeout_s: float | None = None) -> int:
     if queue_partitions != markers_partitions:
         raise TopicMismatchError(config.queue_topic, queue_partitions, config.markers_topic, markers_partitions)
     return queue_partitions
+
+
+def grow_topics(config: KmqConfig, partitions: int, timeout_s: float | None = None) -> None:
+    """Give the queue and markers topics `partitions` partitions each: markers first, so a START for a message of a
+    new queue partition always has its markers partition. Kafka cannot remove partitions: fewer is refused."""
+    timeout_s = _timeout_s(config, timeout_s)
+    metadata = _metadata(config, timeout_s)
+    current = {topic: _partitions(config, metadata, topic) for topic in (config.markers_topic, config.queue_topic)}
+    largest = max(current.values())
+    if partitions < largest:
+        raise ConfigError(
+            "partitions", f"Kafka cannot remove partitions: ask for {largest} or more (now: {_counts(current)})"
+        )
+    admin = AdminClient(admin_settings(config))
+    for topic, count in current.items():
+        if count < partitions:
+            future = admin.create_partitions([NewPartitions(topic, partitions)], request_timeout=timeout_s)[topic]
+            try:
+                future.result(timeout=timeout_s)
+            except KafkaException as e:
+                if is_unreachable(e):
+                    raise unavailable(config, e) from e
+                raise TopicAdminError(topic, f"adding partitions: {e.args[0].str()}") from e
+            except TimeoutError as e:
+                raise unavailable(config, f"adding partitions to {topic} timed out after {timeout_s}s") from e
+            _log.info("%s: %d partitions (was %d)", topic, partitions, count)
+    check_topics(config, timeout_s)
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{topic} has {count}" for topic, count in counts.items())
 
 
 def topic_partitions(config: KmqConfig, topic: str, timeout_s: float | None = None) -> int:

@@ -16,7 +16,14 @@ from kmq._transactional import TransactionalStarts
 from kmq.admin import check_topics
 from kmq.config import KmqConfig
 from kmq.delivery import DeliveryGroup
-from kmq.errors import ClientClosedError, CommitError, DeliveryError, KmqError, MarkerWriteError
+from kmq.errors import (
+    ClientClosedError,
+    CommitError,
+    DeliveryError,
+    KmqError,
+    MarkerWriteError,
+    TrackerCompatibilityError,
+)
 from kmq.kafka import consumer_settings, produce, producer_settings
 from kmq.marker_writer import MarkerWriter, StartWriter, first_of
 from kmq.markers import MarkerKey
@@ -47,6 +54,7 @@ class KmqClient:
         self._lock = threading.Lock()
         self._dead_letters: Producer | None = None
         self._closed = False
+        self._warned_long_nack = False
 
     def receive(
         self, max_messages: int = 500, timeout_s: float = 1.0, msg_timeout_ms: int | None = None
@@ -87,6 +95,8 @@ class KmqClient:
         self._check_open()
         if delay_ms is None:
             delay_ms = self.config.nack_delay_ms(msg.redelivery_count if isinstance(msg, Message) else 0)
+        if self.config.redelivery_tracker == "jvm" and delay_ms > self.config.msg_timeout_ms:
+            self._warn_long_nack(delay_ms)
         self._markers.start(_key(msg), max(0, delay_ms))
 
     def extend(self, msg: Target, timeout_ms: int) -> None:
@@ -94,6 +104,11 @@ class KmqClient:
         self._check_open()
         if timeout_ms <= 0:
             raise ValueError("timeout_ms must be positive; use nack(msg, 0) to redeliver at once")
+        if self.config.redelivery_tracker == "jvm":
+            raise TrackerCompatibilityError(
+                "extend needs this project's tracker: a JVM kmq tracker (redelivery_tracker='jvm') redelivers at the"
+                " first START's deadline whatever comes after; raise msg_timeout_ms instead"
+            )
         self._markers.start(_key(msg), timeout_ms)
 
     def reject(self, msg: Message, reason: str) -> None:
@@ -195,6 +210,16 @@ class KmqClient:
             if self._dead_letters is None:
                 self._dead_letters = Producer(producer_settings(self.config, delivery_report_only_error=False))
             return self._dead_letters
+
+    def _warn_long_nack(self, delay_ms: int) -> None:
+        if not self._warned_long_nack:
+            self._warned_long_nack = True
+            _log.warning(
+                "nack delay %d ms exceeds msg_timeout_ms %d: a JVM kmq tracker (redelivery_tracker='jvm') redelivers"
+                " at the first deadline of the message, so the delay is cut short (warned once)",
+                delay_ms,
+                self.config.msg_timeout_ms,
+            )
 
     def _check_open(self) -> None:
         if self._closed:

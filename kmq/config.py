@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field, SecretStr, model_validator
 
@@ -38,6 +38,11 @@ class KmqConfig(FrozenConfig):
         15_000, gt=0, description="how long start-up checks wait for the cluster before reporting it unreachable"
     )
     transactional: bool = Field(False, description="write START markers and commit offsets in one transaction")
+    redelivery_tracker: Literal["kmq", "jvm"] = Field(
+        "kmq",
+        description="the tracker that redelivers: `kmq` (this project's) or `jvm` (SoftwareMill's JVM kmq: the client"
+        " then refuses extend and warns of nack delays past msg_timeout_ms; see the README's compatibility matrix)",
+    )
     security_protocol: str = Field("", description="librdkafka security.protocol (e.g. SASL_SSL)")
     sasl_mechanism: str = Field("", description="librdkafka sasl.mechanism (e.g. SCRAM-SHA-512)")
     sasl_username: str = Field("", description="SASL user name")
@@ -70,6 +75,12 @@ class KmqConfig(FrozenConfig):
                 raise ValueError(f"{field} must be 1-249 characters of a-z A-Z 0-9 . _ -")
         if len({self.queue_topic, self.markers_topic, self.dead_letter_topic}) != 3:
             raise ValueError("queue_topic, markers_topic and dead_letter_topic must be three different topics")
+        # A JVM kmq tracker reads any marker type but START as an END: batch markers would never be redelivered.
+        if self.redelivery_tracker == "jvm" and getattr(self, "marker_format", "kmq") != "kmq":
+            raise ValueError(
+                "redelivery_tracker 'jvm' needs marker_format 'kmq': a JVM kmq tracker reads a BATCH START as an END"
+                " and would never redeliver those messages"
+            )
         if self.nack_backoff_max_ms < self.nack_backoff_base_ms:
             raise ValueError("nack_backoff_max_ms must be at least nack_backoff_base_ms")
         for field in ("kafka_config", "consumer_kafka_config"):

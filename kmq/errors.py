@@ -42,6 +42,14 @@ class TopicMissingError(KmqError):
         self.topic = topic
 
 
+class TopicAdminError(KmqError):
+    """The broker refused a change to a topic (e.g. adding partitions); the message names the topic and the reason."""
+
+    def __init__(self, topic: str, detail: str) -> None:
+        super().__init__(f"the broker refused to change topic {topic!r}: {detail}")
+        self.topic = topic
+
+
 class BrokerUnavailableError(KmqError):
     """The Kafka cluster could not be reached or did not answer in time."""
 
@@ -91,6 +99,14 @@ class DemoError(KmqError):
 
 class BenchError(KmqError):
     """`kmq bench` could not measure: a contender's process failed or stalled, or the options cannot work."""
+
+
+class JvmKmqError(KmqError):
+    """The JVM kmq harness (SoftwareMill's kmq, tests/interop) could not be resolved, started or read."""
+
+
+class TrackerCompatibilityError(KmqError):
+    """The call needs this project's tracker, but the config declares SoftwareMill's JVM tracker."""
 
 
 class AckInputError(KmqError, ValueError):

@@ -16,6 +16,7 @@ from pydantic_core import PydanticUndefined
 
 from api.config import ApiConfig
 from kmq.config import KmqConfig
+from kmq.embedded import KAFKA_VERSION
 from kmq.settings import env_name
 from tracker.config import ENV_FIELD_PREFIX, TrackerConfig
 
@@ -34,9 +35,15 @@ _API_SPECIAL = {
 OTHER = [
     (
         "KMQ_TEST_BACKEND",
-        "`tansu`",
-        "tests: embedded broker backend (`tansu` or `mock`) when no external cluster is set",
+        "`kafka` with Java 17+ and mvn, else `tansu`",
+        "tests: embedded broker backend (`kafka`, `tansu` or `mock`) when no external cluster is set",
     ),
+    (
+        "KMQ_KAFKA_VERSION",
+        f"`{KAFKA_VERSION}`",
+        "the Apache Kafka release the embedded kafka backend runs (e.g. `3.9.2`)",
+    ),
+    ("KMQ_CACHE_DIR", "`~/.cache/kmq`", "where the kafka backend keeps the jars it resolved from Maven Central"),
     ("KMQ_TEST_REPLICATION_FACTOR", "`1`", "tests on an external cluster: replicas of the topics they create"),
     ("KMQ_VENV", "`.venv`", "scripts/test and scripts/demo: the virtualenv they create and use"),
     ("KMQ_API_URL", "`http://127.0.0.1:8080`", "examples/http: where the REST facade is"),

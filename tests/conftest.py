@@ -2,11 +2,13 @@
 
 - `kafka` (session): the cluster `KMQ_BOOTSTRAP_SERVERS` names (other connection settings from `KMQ_*`, e.g.
   `KMQ_KAFKA_CONFIG` as JSON; topics with `KMQ_TEST_REPLICATION_FACTOR` replicas, default 1), else an embedded broker
-  of backend `KMQ_TEST_BACKEND` (tansu or mock; default tansu).
-- `kafka_mock` (session): an embedded mock broker (the `kafka` one when that is a mock); skipped on an external cluster.
-- `cluster`: the cluster `make_config` uses, `kafka` by default. A module runs on both embedded backends with::
+  of backend `KMQ_TEST_BACKEND` (kafka, tansu or mock; default: kafka where Java 17+ and mvn are installed, else
+  tansu). `scripts/test` sets kafka: the integration tier runs on Apache Kafka.
+- `kafka_tansu`, `kafka_mock` (session): an embedded tansu / mock broker (the `kafka` one when that is the backend);
+  skipped on an external cluster. They carry the smoke set that keeps the stand-ins working.
+- `cluster`: the cluster `make_config` uses, `kafka` by default. A module runs on the stand-ins too with::
 
-      @pytest.fixture(params=["kafka", "kafka_mock"])
+      @pytest.fixture(params=["kafka", "kafka_tansu", "kafka_mock"])
       def cluster(request: pytest.FixtureRequest) -> KafkaCluster:
           return request.getfixturevalue(request.param)
 
@@ -28,7 +30,7 @@ from typing import Any
 import pytest
 
 from kmq.config import KmqConfig
-from kmq.embedded import EmbeddedKafka, ExternalKafka, KafkaCluster
+from kmq.embedded import EmbeddedKafka, ExternalKafka, KafkaCluster, default_backend
 
 INTEGRATION_DIR = Path(__file__).parent / "integration"
 MakeConfig = Callable[..., KmqConfig]
@@ -45,24 +47,43 @@ def external_cluster_requested() -> bool:
     return bool(os.environ.get("KMQ_BOOTSTRAP_SERVERS"))
 
 
+def backend_under_test() -> str:
+    return os.environ.get("KMQ_TEST_BACKEND") or default_backend()
+
+
+def pytest_report_header() -> str:
+    if external_cluster_requested():
+        return f"kmq: broker tests on the external cluster {os.environ['KMQ_BOOTSTRAP_SERVERS']}"
+    return f"kmq: broker tests on an embedded {backend_under_test()} broker (KMQ_TEST_BACKEND)"
+
+
 @pytest.fixture(scope="session")
 def kafka() -> Iterator[KafkaCluster]:
     if external_cluster_requested():
         yield ExternalKafka.from_env(replication_factor=int(os.environ.get("KMQ_TEST_REPLICATION_FACTOR", "1")))
         return
-    with EmbeddedKafka(os.environ.get("KMQ_TEST_BACKEND", "tansu")) as embedded:
+    with EmbeddedKafka(backend_under_test()) as embedded:
+        yield embedded
+
+
+def _stand_in(backend: str, request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
+    if external_cluster_requested():
+        pytest.skip(f"KMQ_BOOTSTRAP_SERVERS is set: tests run on that cluster only, not on an embedded {backend}")
+    if backend_under_test() == backend:
+        yield request.getfixturevalue("kafka")
+        return
+    with EmbeddedKafka(backend) as embedded:
         yield embedded
 
 
 @pytest.fixture(scope="session")
+def kafka_tansu(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
+    yield from _stand_in("tansu", request)
+
+
+@pytest.fixture(scope="session")
 def kafka_mock(request: pytest.FixtureRequest) -> Iterator[KafkaCluster]:
-    if external_cluster_requested():
-        pytest.skip("KMQ_BOOTSTRAP_SERVERS is set: tests run on that cluster only, not on the embedded mock")
-    if os.environ.get("KMQ_TEST_BACKEND") == "mock":
-        yield request.getfixturevalue("kafka")
-        return
-    with EmbeddedKafka("mock") as embedded:
-        yield embedded
+    yield from _stand_in("mock", request)
 
 
 @pytest.fixture

@@ -45,12 +45,12 @@ def run_benchmark(
     msg_timeout_ms: int = 1_000,
     log_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """The figures, on `cluster` (default: the one `KMQ_BOOTSTRAP_SERVERS` names, else an embedded tansu broker)."""
+    """The figures, on `cluster` (default: the one `KMQ_BOOTSTRAP_SERVERS` names, else an embedded broker)."""
     if cluster is None:
         if os.environ.get("KMQ_BOOTSTRAP_SERVERS"):
             cluster = ExternalKafka.from_env()
         else:
-            with EmbeddedKafka("tansu") as embedded:
+            with EmbeddedKafka() as embedded:
                 return run_benchmark(
                     embedded, pending=pending, ended=ended, expiring=expiring, partitions=partitions,
                     msg_timeout_ms=msg_timeout_ms, log_dir=log_dir,

@@ -34,6 +34,9 @@ class TrackerConfig(FrozenConfig):
     write_timeout_ms: int = Field(30_000, gt=0, description="how long a copy or END may take to be acknowledged")
     read_timeout_ms: int = Field(10_000, gt=0, description="how long reading a due message from the queue may take")
     liveness_timeout_ms: int = Field(60_000, gt=0, description="/healthz fails when the loop has not turned this long")
+    topic_check_interval_ms: int = Field(
+        30_000, gt=0, description="how often queue and markers partition counts are compared (added partitions)"
+    )
 
     @model_validator(mode="before")
     @classmethod

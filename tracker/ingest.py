@@ -12,6 +12,7 @@ from confluent_kafka import Message as KafkaMessage
 from kmq.config import KafkaValue
 from kmq.kafka import consumer_settings
 from tracker._fetch import fetch
+from tracker.alignment import PartitionCounts
 from tracker.config import TrackerConfig
 from tracker.metrics import TrackerMetrics
 from tracker.pacing import Backoff
@@ -23,7 +24,12 @@ BATCH = 10_000
 # queued.min.messages (default 100 000 per partition, ~300 B of overhead each). Measured on tansu: a small queue
 # with a short pause reads markers faster than the tracker applies them, and keeps the buffered memory to a few MB
 # (the default queue took the tracker holding 1 M pending from ~125 MB to ~200 MB). The user's settings still win.
-_PREFETCH: dict[str, KafkaValue] = {"queued.min.messages": 2_000, "fetch.queue.backoff.ms": 10}
+# Partitions added to the markers topic are assigned at the consumer's next metadata refresh: every 10 s, not 5 min.
+_PREFETCH: dict[str, KafkaValue] = {
+    "queued.min.messages": 2_000,
+    "fetch.queue.backoff.ms": 10,
+    "topic.metadata.refresh.interval.ms": 10_000,
+}
 
 
 def now_ms() -> int:
@@ -62,6 +68,18 @@ class MarkersIngest:
         messages = fetch(self._consumer, BATCH, timeout_s)
         self._apply(messages, now_ms())
         return len(messages)
+
+    def partition_counts(self, timeout_s: float) -> PartitionCounts | None:
+        """The queue's and the markers topic's partition counts from fresh metadata; None when unknown now."""
+        queue = self._config.kmq.queue_topic
+        try:
+            topics = self._consumer.list_topics(timeout=timeout_s).topics
+        except KafkaException as e:
+            _log.warning("no metadata to check the partition counts: %s", e)
+            return None
+        if queue not in topics or self._topic not in topics:
+            return None
+        return PartitionCounts(len(topics[queue].partitions), len(topics[self._topic].partitions))
 
     def commit(self) -> None:
         """Commit, per owned partition, the oldest pending START (else the read position) where it moved."""

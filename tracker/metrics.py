@@ -41,6 +41,11 @@ class TrackerMetrics:
         )
         self.missing = Counter("kmq_missing_messages", "Due messages the queue topic no longer holds", registry=r)
         self.redelivery_errors = Counter("kmq_redelivery_errors", "Failed redelivery attempts (retried)", registry=r)
+        self.misaligned = Gauge(
+            "kmq_topics_misaligned",
+            "1 while the queue and markers topics have different partition counts (messages left untracked)",
+            registry=r,
+        )
         self.lateness = Histogram(
             "kmq_redelivery_lateness_seconds",
             "Time from a deadline to the acknowledged copy or dead letter",

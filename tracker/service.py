@@ -13,6 +13,7 @@ from types import TracebackType
 
 from kmq.admin import check_topics
 from tracker._memory import release_free_memory
+from tracker.alignment import AlignmentWatch
 from tracker.config import TrackerConfig
 from tracker.http import HealthServer
 from tracker.ingest import MarkersIngest, now_ms
@@ -167,6 +168,8 @@ class _Loop:
         self._redeliverer = redeliverer
         self._bucket = TokenBucket(config.redelivery_rate_per_s, config.max_in_flight, now_ms())
         self._next_commit_ms = now_ms() + config.commit_interval_ms
+        self._next_topic_check_ms = now_ms() + config.topic_check_interval_ms
+        self._alignment = AlignmentWatch(config.kmq.queue_topic, config.kmq.markers_topic)
         self._read_since_trim = 0
 
     def turn(self) -> None:
@@ -177,7 +180,15 @@ class _Loop:
         if now >= self._next_commit_ms:
             self._ingest.commit()
             self._next_commit_ms = now + self._config.commit_interval_ms
+        if now >= self._next_topic_check_ms:
+            self._check_topics()
+            self._next_topic_check_ms = now_ms() + self._config.topic_check_interval_ms
         self._report(now)
+
+    def _check_topics(self) -> None:
+        counts = self._ingest.partition_counts(self._config.read_timeout_ms / 1000)
+        if counts is not None:
+            self._metrics.misaligned.set(0 if self._alignment.observe(counts) else 1)
 
     def _trim_after_backlog(self, read: int) -> None:
         """Hand the memory that reading churned back to the OS: when the reading pauses, and during long reads."""

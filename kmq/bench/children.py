@@ -34,10 +34,13 @@ def child_env(extra: dict[str, str]) -> dict[str, str]:
 class Worker:
     """A `python -m kmq.bench.worker` child and its line protocol (`kmq.bench.protocol`)."""
 
-    def __init__(self, contender: str, config: KmqConfig, args: Sequence[str]) -> None:
+    def __init__(
+        self, contender: str, config: KmqConfig, args: Sequence[str], child: ChildProcess | None = None
+    ) -> None:
+        """`child`: a worker started otherwise that speaks the same protocol (the JVM one, `kmq.bench.jvm_kmq`)."""
         argv = [sys.executable, "-m", "kmq.bench.worker", contender, *args]
         self.name = f"{contender} worker"
-        self._child = ChildProcess(self.name, argv, control=True, env=child_env(config.to_env()))
+        self._child = child or ChildProcess(self.name, argv, control=True, env=child_env(config.to_env()))
 
     def expect(self, word: str, timeout_ms: int) -> str:
         """The rest of the next protocol line, which must start with `word`."""

@@ -8,7 +8,8 @@ from typing import Any
 from kmq.bench import protocol
 from kmq.bench.children import TrackerChild, Worker
 from kmq.bench.display import Display
-from kmq.bench.options import KMQ, SHARE, BenchOptions
+from kmq.bench.jvm_kmq import jvm_worker
+from kmq.bench.options import JVM_KMQ, KMQ, SHARE, BenchOptions
 from kmq.bench.preload import fresh_queue, preload
 from kmq.config import KmqConfig
 from kmq.embedded import KafkaCluster
@@ -20,11 +21,12 @@ SHARE_PREPARE_TIMEOUT_MS = 30_000
 def run_consumer(
     cluster: KafkaCluster, options: BenchOptions, contender: str, round_: int, display: Display
 ) -> dict[str, Any]:
-    """The worker's figures; for kmq also the tracker's memory and redeliveries (it runs for the whole window)."""
+    """The worker's figures; for kmq (and the JVM kmq client) also the tracker's memory and redeliveries (it runs for
+    the whole window)."""
     display.phase("creating topics")
     config = fresh_queue(cluster, contender, options.partitions)
     args = _worker_args(options, contender, round_)
-    if contender != KMQ:
+    if contender not in (KMQ, JVM_KMQ):
         return _measure(config, options, contender, args, display)
     display.phase("starting the tracker")
     tracker = TrackerChild(config)
@@ -58,7 +60,7 @@ def _measure(
     config: KmqConfig, options: BenchOptions, contender: str, args: list[str], display: Display
 ) -> dict[str, Any]:
     display.phase("joining the group")
-    child = Worker(contender, config, args)
+    child = jvm_worker(config, options) if contender == JVM_KMQ else Worker(contender, config, args)
     try:
         child.expect(protocol.READY, options.stall_timeout_ms + 10_000)
         display.phase("preloading")

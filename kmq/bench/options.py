@@ -9,7 +9,10 @@ from kmq.errors import ConfigError
 
 PLAIN, KMQ, SHARE, TRACKER, HTTP = "plain", "kmq", "share", "tracker", "http"
 CONTENDERS = (PLAIN, KMQ, SHARE, TRACKER, HTTP)
-CONSUMERS = (PLAIN, KMQ, SHARE)  # measured by a worker process on a preloaded queue
+# SoftwareMill's JVM KmqClient (tests/interop, via kmq.jvm): only when named, as it needs Java and Maven.
+JVM_KMQ = "jvm-kmq"
+ALL_CONTENDERS = (*CONTENDERS, JVM_KMQ)
+CONSUMERS = (PLAIN, KMQ, SHARE, JVM_KMQ)  # measured by a worker process on a preloaded queue
 # librdkafka's mock cluster drops a partition's oldest data past 5 MiB (measured: value + ~40 bytes per record).
 MOCK_PARTITION_LIMIT_BYTES = 4 * 1024 * 1024
 RECORD_OVERHEAD_BYTES = 40
@@ -30,7 +33,7 @@ class BenchOptions:
     size: int = 100
     batch: int = 500
     repeat: int = 3
-    backend: str = "tansu"
+    backend: str = "kafka"
     bootstrap_servers: str | None = None
     contenders: tuple[str, ...] = CONTENDERS
     tracker_pending: int = 1_000_000
@@ -44,12 +47,13 @@ class BenchOptions:
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be at least 1")
         if self.bootstrap_servers is None and self.backend not in BACKENDS:
-            raise ConfigError("backend", f"choose {' or '.join(BACKENDS)}, or give bootstrap servers")
+            raise ConfigError("backend", f"choose {', '.join(BACKENDS)}, or give bootstrap servers")
         if self.size < 0:
             raise ConfigError("size", "must not be negative")
-        unknown = [c for c in self.contenders if c not in CONTENDERS]
+        unknown = [c for c in self.contenders if c not in ALL_CONTENDERS]
         if unknown or not self.contenders:
-            raise ConfigError("contenders", f"choose from {', '.join(CONTENDERS)} (got {', '.join(unknown) or 'none'})")
+            known = ", ".join(ALL_CONTENDERS)
+            raise ConfigError("contenders", f"choose from {known} (got {', '.join(unknown) or 'none'})")
         if self.on_mock and self.partition_bytes > MOCK_PARTITION_LIMIT_BYTES:
             raise ConfigError(
                 "messages",

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kmq.bench.options import HTTP, KMQ, PLAIN, SHARE, TRACKER
+from kmq.bench.options import HTTP, JVM_KMQ, KMQ, PLAIN, SHARE, TRACKER
 from kmq.bench.stats import median
 
 
@@ -39,6 +39,7 @@ SHAPES = {
     PLAIN: _CONSUMER,
     KMQ: _CONSUMER,
     SHARE: _CONSUMER,
+    JVM_KMQ: _CONSUMER,
     TRACKER: Shape(
         "markers_per_s",
         "markers/s",

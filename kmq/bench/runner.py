@@ -23,9 +23,9 @@ from kmq.settings import read_env
 
 # Contenders a broker cannot host, and why (the note printed in their row).
 UNSUPPORTED = {
-    ("tansu", SHARE): "tansu has no share groups (KIP-932); run with --backend mock",
-    ("mock", TRACKER): "its benchmark creates topics, and the mock broker has no CreateTopics; run on tansu",
-    ("mock", HTTP): "its benchmark creates topics, and the mock broker has no CreateTopics; run on tansu",
+    ("tansu", SHARE): "tansu has no share groups (KIP-932); run with --backend kafka",
+    ("mock", TRACKER): "its benchmark creates topics, and the mock broker has no CreateTopics; run on kafka",
+    ("mock", HTTP): "its benchmark creates topics, and the mock broker has no CreateTopics; run on kafka",
 }
 
 

@@ -7,7 +7,7 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kmq.bench.options import HTTP, KMQ, PLAIN, SHARE, TRACKER
+from kmq.bench.options import HTTP, JVM_KMQ, KMQ, PLAIN, SHARE, TRACKER
 from kmq.bench.results import Row, Run, ratio
 
 MB = 1_000_000
@@ -41,6 +41,7 @@ def targets(runs: Sequence[Run], table: Sequence[Row], tracker_pending: int) -> 
     return [
         Target("kmq ÷ plain throughput", ratio(runs, KMQ, PLAIN), ">=", 0.90, "x"),
         Target("kmq ÷ share-group throughput", ratio(runs, KMQ, SHARE), ">=", 1.5, "x"),
+        Target("kmq ÷ JVM kmq throughput", ratio(runs, KMQ, JVM_KMQ), ">=", 1.0, "x"),
         Target("kmq p95 batch overhead", row_value(KMQ, "p95_ms"), "<=", 10.0, "ms"),
         Target("tracker markers ingested", row_value(TRACKER, "rate"), ">=", 100_000, "markers/s"),
         Target(f"tracker RSS, {tracker_pending:,} pending", row_value(TRACKER, "rss_bytes") / MB, "<=", 150, "MB"),

@@ -13,28 +13,29 @@ import typer
 from rich.console import Console
 
 from kmq.bench.jsonout import write_json
-from kmq.bench.options import CONTENDERS, BenchOptions
+from kmq.bench.options import ALL_CONTENDERS, CONTENDERS, BenchOptions
 from kmq.bench.progress import RichDisplay
 from kmq.bench.runner import run_bench
 from kmq.bench.table import print_report
 from kmq.cli.errors import friendly_errors
-from kmq.cli.options import BootstrapOption
+from kmq.cli.options import BackendOption, BootstrapOption, resolve_backend
 from kmq.errors import BenchError, ConfigError
 
 _defaults = BenchOptions()
 _REPORT_WIDTH = 160
+_SPARK_CONTENDERS = ("spark-kafka", "spark-kmq")
 
 
 @friendly_errors
 def bench(
-    backend: Annotated[str, typer.Option(help="embedded broker: tansu or mock")] = "tansu",
+    backend: BackendOption = None,
     bootstrap_servers: BootstrapOption = None,
     messages: Annotated[int, typer.Option(min=1, help="messages per consumer run")] = _defaults.messages,
     partitions: Annotated[int, typer.Option(min=1, help="partitions of each queue")] = _defaults.partitions,
     size: Annotated[int, typer.Option(min=0, help="message value size, bytes")] = _defaults.size,
     batch: Annotated[int, typer.Option(min=1, help="messages per receive / consume")] = _defaults.batch,
     repeat: Annotated[int, typer.Option(min=1, help="runs of each contender (alternating); medians")] = 3,
-    contenders: Annotated[str, typer.Option(help=f"comma-separated, from {','.join(CONTENDERS)}")] = ",".join(
+    contenders: Annotated[str, typer.Option(help=f"comma-separated, from {','.join(ALL_CONTENDERS)}")] = ",".join(
         CONTENDERS
     ),
     tracker_pending: Annotated[
@@ -54,13 +55,20 @@ def bench(
 
     On an embedded broker unless --bootstrap-servers (or KMQ_BOOTSTRAP_SERVERS) names a cluster.
     """
+    if set(_contenders(contenders)) & set(_SPARK_CONTENDERS):  # a Spark session of their own: kmq/spark/bench_cli.py
+        from kmq.spark.bench_cli import run_spark_contenders
+
+        bootstrap = bootstrap_servers or os.environ.get("KMQ_BOOTSTRAP_SERVERS") or None
+        chosen = resolve_backend(backend) if bootstrap is None else (backend or "kafka")
+        run_spark_contenders(_contenders(contenders), chosen, bootstrap, messages, partitions, size, repeat)
+        return
     options = BenchOptions(
         messages=messages,
         partitions=partitions,
         size=size,
         batch=batch,
         repeat=repeat,
-        backend=backend,
+        backend=resolve_backend(backend) if bootstrap_servers is None else (backend or "kafka"),
         bootstrap_servers=bootstrap_servers or os.environ.get("KMQ_BOOTSTRAP_SERVERS") or None,
         contenders=_contenders(contenders),
         tracker_pending=tracker_pending,
@@ -93,7 +101,7 @@ def _profile_dir(path: Path) -> Path:
 def _contenders(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     if not names:
-        raise ConfigError("--contenders", f"name at least one of {', '.join(CONTENDERS)}")
+        raise ConfigError("--contenders", f"name at least one of {', '.join(ALL_CONTENDERS)}")
     return names
 
 

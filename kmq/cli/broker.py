@@ -14,7 +14,9 @@ from typing import Annotated
 import typer
 
 from kmq.cli.errors import fail, friendly_errors
-from kmq.embedded import BACKENDS, EmbeddedKafka
+from kmq.cli.options import BackendOption, resolve_backend
+from kmq.embedded import EmbeddedKafka
+from kmq.errors import ConfigError
 
 _HEALTH_CHECK_S = 0.5
 USAGE_ERROR = 2
@@ -22,12 +24,22 @@ USAGE_ERROR = 2
 
 @friendly_errors
 def broker(
-    backend: Annotated[str, typer.Option(help=f"embedded broker: {' or '.join(BACKENDS)}")] = "tansu",
-    port: Annotated[int | None, typer.Option(help="port on 127.0.0.1 (tansu only; default: a free one)")] = None,
+    backend: BackendOption = None,
+    port: Annotated[int | None, typer.Option(help="port on 127.0.0.1 (kafka, tansu; default: a free one)")] = None,
+    prepare_only: Annotated[
+        bool, typer.Option(help="only fetch what the backend needs (Apache Kafka's jars, cached), then exit")
+    ] = False,
 ) -> None:
-    """Run an embedded Kafka broker (in memory) until Ctrl-C; prints the `export` lines that point kmq at it."""
-    if backend not in BACKENDS:
-        raise fail(f"unknown backend {backend!r}: choose {' or '.join(BACKENDS)}", USAGE_ERROR)
+    """Run an embedded Kafka broker until Ctrl-C; prints the `export` lines that point kmq at it."""
+    try:
+        backend = resolve_backend(backend)
+    except ConfigError as e:
+        raise fail(str(e), USAGE_ERROR) from e
+    if prepare_only:
+        embedded = EmbeddedKafka(backend, port)
+        embedded.prepare()
+        typer.echo(f"the embedded {embedded.describe()} broker is ready to start")
+        return
     with _stop_requests() as stop_requested, EmbeddedKafka(backend, port) as kafka:
         for line in _announcement(kafka):
             typer.echo(line)
@@ -42,7 +54,9 @@ def register(app: typer.Typer) -> None:
 
 
 def _announcement(kafka: EmbeddedKafka) -> Iterator[str]:
-    yield f"embedded {kafka.backend} broker (pid {kafka.pid}) listening on {kafka.bootstrap_servers}"
+    yield f"embedded {kafka.describe()} broker (pid {kafka.pid}) listening on {kafka.bootstrap_servers}"
+    if kafka.log_file:
+        yield f"its log: {kafka.log_file}"
     yield f"export KMQ_BOOTSTRAP_SERVERS={kafka.bootstrap_servers}"
     for name, settings in (
         ("KMQ_KAFKA_CONFIG", kafka.kafka_config),

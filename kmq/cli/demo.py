@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from kmq.cli.errors import fail, friendly_errors
+from kmq.cli.options import BackendOption, resolve_backend
 from kmq.demo import DemoOptions, run_demo
 
 _console = Console(highlight=False)
@@ -46,7 +47,7 @@ def demo(
             help="a real cluster (default: embedded broker)",
         ),
     ] = None,
-    backend: Annotated[str, typer.Option(help="embedded broker: tansu or mock")] = "tansu",
+    backend: BackendOption = None,
     queue: Annotated[str | None, typer.Option("--queue", "-q", help="queue topic (default: a fresh name)")] = None,
     api: Annotated[bool, typer.Option(help="start the REST facade too")] = True,
     api_port: Annotated[
@@ -63,8 +64,8 @@ def demo(
     numbered messages, runs workers that leave some unacknowledged and reject poison ones, shows live progress,
     then reads the topics back and prints what was processed, duplicated, redelivered, dead-lettered and lost.
     """
-    if backend not in ("tansu", "mock"):
-        raise fail(f"--backend {backend!r}: use tansu or mock")
+    if not bootstrap_servers:
+        backend = resolve_backend(backend)
     if keep_running and not api:
         raise fail("--keep-running keeps the REST facade up: it cannot go with --no-api")
     options = DemoOptions(
@@ -78,7 +79,7 @@ def demo(
         max_redeliveries=max_redeliveries,
         deadline_ms=int(timeout_s * 1000),
         bootstrap_servers=bootstrap_servers,
-        backend=backend,
+        backend=backend or "kafka",
         queue=queue or "",
         api=api,
         api_port=api_port,

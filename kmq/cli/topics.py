@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from kmq.admin import check_topics, ensure_topics
+from kmq.admin import check_topics, ensure_topics, grow_topics
 from kmq.cli.errors import friendly_errors
 from kmq.cli.options import BootstrapOption, QueueOption, build_config
 
@@ -30,6 +30,20 @@ def create(
         f"ok: {config.queue_topic}, {config.markers_topic} ({partitions} partitions each) and "
         f"{config.dead_letter_topic} on {config.bootstrap_servers}"
     )
+
+
+@topics.command("grow")
+@friendly_errors
+def grow(
+    partitions: Annotated[int, typer.Option("--partitions", "-p", min=1, help="new partition count of both")],
+    bootstrap_servers: BootstrapOption = None,
+    queue: QueueOption = None,
+) -> None:
+    """Add partitions to the queue and markers topics together (markers first); running clients and trackers pick
+    them up at their next metadata refresh."""
+    config = build_config(bootstrap_servers, queue)
+    grow_topics(config, partitions)
+    _console.print(f"ok: {config.queue_topic} and {config.markers_topic} now have {partitions} partitions each")
 
 
 @topics.command("check")

@@ -27,7 +27,8 @@ def open_cluster(bootstrap_servers: str | None, backend: str) -> Iterator[KafkaC
 def describe(cluster: KafkaCluster) -> str:
     if cluster.backend == "external":
         return f"Kafka at {cluster.bootstrap_servers}"
-    return f"embedded {cluster.backend} broker at {cluster.bootstrap_servers}"
+    kind = cluster.describe() if isinstance(cluster, EmbeddedKafka) else cluster.backend
+    return f"embedded {kind} broker at {cluster.bootstrap_servers}"
 
 
 def queue_config(cluster: KafkaCluster, queue_topic: str, **fields: Any) -> KmqConfig:

@@ -25,7 +25,7 @@ class DemoOptions:
     max_redeliveries: int = 3
     deadline_ms: int = 120_000
     bootstrap_servers: str | None = None
-    backend: str = "tansu"
+    backend: str = "kafka"
     queue: str = ""
     api: bool = True
     api_port: int | None = None

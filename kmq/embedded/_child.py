@@ -117,3 +117,21 @@ def _read_lines(stream: IO[bytes], sink: _LineSink) -> None:
         for raw in stream:
             sink(_ANSI_ESCAPE.sub("", raw.decode(errors="replace").rstrip("\r\n")))
     sink(None)
+
+
+class InMemoryBroker:
+    """What the in-memory backends (tansu, mock) share: one child process, nothing on disk to keep or remove."""
+
+    stop_signal = signal.SIGTERM
+    _child: ChildProcess | None = None
+
+    @property
+    def child(self) -> ChildProcess | None:
+        return self._child
+
+    def stop_process(self, timeout_ms: int, keep_data: bool) -> int:
+        """Stop the child (`stop_signal`, SIGKILL after `timeout_ms`); its data is gone with it, `keep_data` or not."""
+        return self._child.stop(timeout_ms, self.stop_signal) if self._child is not None else 0
+
+    def output_tail(self) -> str:
+        return self._child.output_tail() if self._child is not None else "(never started)"

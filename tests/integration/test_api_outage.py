@@ -18,6 +18,7 @@ from kmq.config import KmqConfig
 from kmq.embedded import EmbeddedKafka, KafkaCluster
 from kmq.errors import TopicMismatchError, TopicMissingError
 from kmq.markers import MarkerKey, StartMarker
+from tests.conftest import backend_under_test
 from tests.helpers import read_topic, wait_for
 
 AUTH = {"Authorization": "Bearer outage-key"}
@@ -31,7 +32,7 @@ def api_config(queue: KmqConfig, **changes: Any) -> ApiConfig:
 @pytest.fixture
 def own_broker() -> Iterator[EmbeddedKafka]:
     """A broker of this test's own, to stop under the running API (the session's broker serves the others)."""
-    broker = EmbeddedKafka("tansu").start()
+    broker = EmbeddedKafka(backend_under_test()).start()
     try:
         yield broker
     finally:

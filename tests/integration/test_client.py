@@ -20,7 +20,7 @@ from tests.helpers import Record, committed_offsets, read_topic
 MakeConfig = Callable[..., KmqConfig]
 
 
-@pytest.fixture(params=["kafka", "kafka_mock"])
+@pytest.fixture(params=["kafka", "kafka_tansu", "kafka_mock"])
 def cluster(request: pytest.FixtureRequest) -> Any:
     """Every test here runs on both embedded backends (or once on an external cluster)."""
     return request.getfixturevalue(request.param)

@@ -37,7 +37,7 @@ sys.stdin.read()
 """
 
 
-@pytest.fixture(params=["kafka", "kafka_mock"])
+@pytest.fixture(params=["kafka", "kafka_tansu", "kafka_mock"])
 def cluster(request: pytest.FixtureRequest) -> KafkaCluster:
     cluster: KafkaCluster = request.getfixturevalue(request.param)
     return cluster
@@ -184,8 +184,11 @@ def test_kmq_broker_prints_the_address_and_exits_0_on_ctrl_c(backend: str) -> No
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as command:
         try:
             printed = list(lines_until(command, "press Ctrl-C"))
-            announced = re.fullmatch(rf"embedded {backend} broker \(pid (\d+)\) listening on (\S+)", printed[0])
+            kind = rf"{backend} \(Apache Kafka [0-9.]+\)" if backend == "kafka" else backend
+            announced = re.fullmatch(rf"embedded {kind} broker \(pid (\d+)\) listening on (\S+)", printed[0])
             assert announced is not None, printed
+            if backend == "kafka":
+                assert any(line.startswith("its log: /") for line in printed), printed
             pid, started = int(announced[1]), start_time(int(announced[1]))
             assert f"export KMQ_BOOTSTRAP_SERVERS={announced[2]}" in printed
             assert answers_metadata(announced[2])

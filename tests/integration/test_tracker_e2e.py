@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 MakeConfig = Callable[..., KmqConfig]
 
 
-@pytest.fixture(params=["kafka", "kafka_mock"])
+@pytest.fixture(params=["kafka", "kafka_tansu", "kafka_mock"])
 def cluster(request: pytest.FixtureRequest) -> KafkaCluster:
     """Every test here runs on both embedded backends (or once on an external cluster)."""
     cluster: KafkaCluster = request.getfixturevalue(request.param)

@@ -24,7 +24,7 @@ def kmq(*args: str) -> subprocess.CompletedProcess[str]:
         (["--backend", "mock", "--messages", "500000"], "too much for the mock broker"),
         (["--contenders", "plain,rabbitmq"], "contenders"),
         (["--contenders", ","], "--contenders"),
-        (["--backend", "kafka"], "backend"),
+        (["--backend", "kraft"], "backend"),
     ],
 )
 def test_options_that_cannot_work_are_a_one_line_error(args: list[str], named: str) -> None:

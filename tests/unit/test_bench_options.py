@@ -14,9 +14,9 @@ def test_contenders_alternate_round_by_round() -> None:
     assert [c for _, c in options.schedule][:4] == [PLAIN, KMQ, SHARE, PLAIN]
 
 
-def test_every_contender_runs_by_default_on_embedded_tansu() -> None:
+def test_every_contender_runs_by_default_on_embedded_kafka() -> None:
     options = BenchOptions()
-    assert (options.contenders, options.broker, options.repeat) == (CONTENDERS, "embedded tansu", 3)
+    assert (options.contenders, options.broker, options.repeat) == (CONTENDERS, "embedded kafka", 3)
     assert BenchOptions(bootstrap_servers="k1:9092").broker == "k1:9092"
 
 

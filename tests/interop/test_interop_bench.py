@@ -1,0 +1,44 @@
+"""`kmq bench --contenders ...,jvm-kmq`, small: the JVM KmqClient is measured beside ours on one broker, in one run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kmq.embedded import KafkaCluster
+from kmq.jvm import JvmKmq
+
+pytestmark = [pytest.mark.integration, pytest.mark.interop]
+KMQ_CLI = "import sys; from kmq.cli import main; sys.argv[0] = 'kmq'; main()"
+
+
+def test_jvm_kmq_alternates_with_ours_and_the_ratio_is_reported(
+    tmp_path: Path, interop_kafka: KafkaCluster, jvm_kmq: JvmKmq
+) -> None:
+    report = tmp_path / "bench.json"
+    # the interop tests' broker; on tansu the bench starts its own (it tunes its clients to tansu's group timing)
+    broker = ["--bootstrap-servers", interop_kafka.bootstrap_servers]
+    if interop_kafka.backend == "tansu":
+        broker = ["--backend", "tansu"]
+    args = ["bench", *broker, "--contenders", "kmq,jvm-kmq"]
+    result = subprocess.run(
+        [sys.executable, "-c", KMQ_CLI, *args, "--messages", "2000", "--repeat", "1", "--json", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    data = json.loads(report.read_text())
+    figures = {run["contender"]: run["figures"] for run in data["runs"]}
+    jvm = figures["jvm-kmq"]
+    assert jvm["messages"] == 2000 and jvm["msgs_per_s"] > 0 and jvm["batches"] >= 4
+    # every END durable in the window, and none missed its deadline: our tracker redelivered nothing
+    assert (jvm["failed_markers"], jvm["redeliveries"]) == (0, 0)
+    ratio = {t["name"]: t for t in data["targets"]}["kmq ÷ JVM kmq throughput"]
+    assert ratio["measured"] > 0 and ratio["status"] in ("met", "missed")
+    assert "kmq ÷ JVM kmq throughput" in result.stdout
