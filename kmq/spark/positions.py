@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
 from kmq.admin import check_topics
 from kmq.config import KmqConfig
@@ -35,7 +35,7 @@ class QueuePositions:
     def committed(self) -> dict[int, int]:
         """Where the kmq group stands: its committed offset, else the partition's first offset."""
         tps = [TopicPartition(self.config.queue_topic, p) for p in range(self.partitions)]
-        found = self._consumer.committed(tps, timeout=self.config.metadata_timeout_ms / 1000)
+        found = self._committed(tps)
         return {tp.partition: tp.offset if tp.offset >= 0 else self._low(tp.partition) for tp in found}
 
     def ends(self) -> dict[int, int]:
@@ -50,6 +50,22 @@ class QueuePositions:
             if len(self._ends) == self.partitions or time.monotonic() > deadline:
                 return {p: self._ends.get(p, 0) for p in range(self.partitions)}
 
+    def _committed(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        """The group's offsets, waiting out a coordinator that is still being chosen (a new group, a restart)."""
+        deadline = time.monotonic() + self.config.metadata_timeout_ms / 1000
+        while True:
+            try:
+                found: list[TopicPartition] = self._consumer.committed(
+                    tps, timeout=self.config.metadata_timeout_ms / 1000
+                )
+            except KafkaException as e:
+                if not _coordinator_busy(e) or time.monotonic() > deadline:
+                    raise
+                _log.info("committed offsets of %s not available yet: %s", self.config.group_id, e)
+                time.sleep(0.2)
+            else:
+                return found
+
     def commit(self, positions: dict[int, int]) -> None:
         """Commit the kmq group's offsets (the rest of kmq then sees the stream's progress)."""
         tps = [TopicPartition(self.config.queue_topic, p, o) for p, o in positions.items() if o > 0]
@@ -58,7 +74,10 @@ class QueuePositions:
         try:
             self._consumer.commit(offsets=tps, asynchronous=False)
         except KafkaException as e:
-            raise CommitError(f"committing {self.config.group_id} offsets on {self.config.queue_topic}: {e}") from e
+            if not _coordinator_busy(e):
+                raise CommitError(f"committing {self.config.group_id} offsets on {self.config.queue_topic}: {e}") from e
+            # Spark's checkpoint is the source of truth: the group's offsets only show progress, the next batch retries.
+            _log.warning("committing %s offsets on %s: %s", self.config.group_id, self.config.queue_topic, e)
 
     def close(self) -> None:
         self._consumer.close()
@@ -80,3 +99,15 @@ class QueuePositions:
         tp = TopicPartition(self.config.queue_topic, partition)
         low, _ = self._consumer.get_watermark_offsets(tp, timeout=self.config.metadata_timeout_ms / 1000)
         return max(0, int(low))
+
+
+_COORDINATOR_BUSY = frozenset(
+    {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+     KafkaError._TIMED_OUT, KafkaError.REBALANCE_IN_PROGRESS}
+)  # fmt: skip
+
+
+def _coordinator_busy(error: KafkaException) -> bool:
+    """A group coordinator being chosen or loaded (a new group, a broker restart): worth asking again."""
+    err = error.args[0] if error.args else None
+    return isinstance(err, KafkaError) and (err.code() in _COORDINATOR_BUSY or err.retriable())
