@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import StructType
 
 from kmq.errors import AckInputError
-from kmq.spark.acking import ACK_COLUMNS, apply, parse
+from kmq.spark.acking import ACK_COLUMNS, apply, parse_batches
 from kmq.spark.options import SourceOptions
 
 
@@ -33,11 +40,12 @@ class Acked(WriterCommitMessage):
         self.count = count
 
 
-def _write(options: SourceOptions, iterator: Iterator[Any]) -> Acked:
-    """The task's rows are all checked before the first marker is written: a bad row acks nothing of the task."""
-    acks = [parse(row.asDict()) for row in iterator]
-    apply(options.config, acks)
-    return Acked(len(acks))
+def _write(options: SourceOptions, batches: Iterator[pa.RecordBatch]) -> Acked:
+    """The task's rows are all checked before the first marker is written: a bad row acks nothing of the task.
+    Arrow batches in: the ok rows cost two list reads and one produce call each."""
+    ends, others = parse_batches(batches)
+    apply(options.config, others, ends)
+    return Acked(len(ends) + len(others))
 
 
 def check_schema(schema: StructType) -> None:
@@ -46,21 +54,21 @@ def check_schema(schema: StructType) -> None:
         raise AckInputError(f"kmq-ack needs columns {', '.join(ACK_COLUMNS)}; missing: {', '.join(missing)}")
 
 
-class AckWriter(DataSourceWriter):
+class AckWriter(DataSourceArrowWriter):
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         check_schema(schema)
         self.options = options
 
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return _write(self.options, iterator)
 
 
-class AckStreamWriter(DataSourceStreamWriter):
+class AckStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
         check_schema(schema)
         self.options = options
 
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return _write(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # Spark's name

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from confluent_kafka import Producer
 
 from kmq import headers as h
@@ -66,11 +67,33 @@ def parse(fields: dict[str, Any]) -> Ack:
     )
 
 
-def apply(config: KmqConfig, acks: Sequence[Ack]) -> None:
-    """Write every acknowledgement and wait for all of them; DeliveryError fails the task (Spark retries it,
-    and writing the same markers again is harmless)."""
+def parse_batches(batches: Iterable[pa.RecordBatch]) -> tuple[list[tuple[int, int]], list[Ack]]:
+    """A task's Arrow batches as (the (partition, offset) of its ok rows, an Ack for each other row), every row
+    checked. The ok rows, nearly all of them, stay plain tuples: an END needs nothing else."""
+    ends: list[tuple[int, int]] = []
+    others: list[Ack] = []
+    for batch in batches:
+        partitions, offsets, statuses = (batch.column(name).to_pylist() for name in ACK_COLUMNS)
+        rest: list[int] = []
+        for index, (partition, offset, status) in enumerate(zip(partitions, offsets, statuses, strict=True)):
+            if status == "ok" and partition is not None and offset is not None:
+                ends.append((partition, offset))
+            else:
+                rest.append(index)
+        if rest:
+            rows = batch.take(pa.array(rest)).to_pylist()
+            others.extend(parse(row) for row in rows)
+    return ends, others
+
+
+def apply(config: KmqConfig, acks: Sequence[Ack], ends: Sequence[tuple[int, int]] = ()) -> None:
+    """Write every acknowledgement (`ends`: ok rows as (partition, offset)) and wait for all of them;
+    DeliveryError fails the task (Spark retries it, and writing the same markers again is harmless)."""
     markers = MarkerWriter(config)
     _dead_letter(config, [ack for ack in acks if ack.status == "reject"])
+    end_at = markers.end_at
+    for partition, offset in ends:
+        end_at(partition, offset)
     for ack in acks:
         if ack.status == "retry":
             delay = config.nack_delay_ms(ack.redelivery_count) if ack.delay_ms is None else ack.delay_ms
