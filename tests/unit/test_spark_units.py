@@ -96,3 +96,19 @@ def test_the_report_totals_partitions() -> None:
     assert report.dead_reasons == {"rejected: x": 2}
     assert not report.ok
     assert json.loads(report.to_json())["totals"]["unaccounted"] == 2
+
+
+def test_arrow_ack_batches_keep_ok_rows_as_pairs_and_check_the_rest() -> None:
+    import pyarrow as pa
+
+    from kmq.spark.acking import parse_batches
+
+    batch = pa.RecordBatch.from_pydict(
+        {"partition": [0, 1, 1], "offset": [5, 6, 7], "status": ["ok", "retry", "ok"], "delay_ms": [None, 20, None]}
+    )
+    ends, others = parse_batches([batch])
+    assert ends == [(0, 5), (1, 7)]
+    assert [(a.partition, a.offset, a.status, a.delay_ms) for a in others] == [(1, 6, "retry", 20)]
+    bad = pa.RecordBatch.from_pydict({"partition": [0], "offset": [None], "status": ["ok"]})
+    with pytest.raises(AckInputError, match="'offset' is null"):
+        parse_batches([batch, bad])
