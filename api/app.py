@@ -15,7 +15,7 @@ from api import problems
 from api.config import ApiConfig
 from api.limits import BodyLimitMiddleware
 from api.metrics import ApiMetrics
-from api.routers import deliveries, health, messages, queues, receipts
+from api.routers import deliveries, dlq, health, messages, queues, receipts
 from api.state import ApiState
 
 DESCRIPTION = """\
@@ -50,7 +50,7 @@ def create_app(config: ApiConfig, metrics: ApiMetrics | None = None) -> FastAPI:
             await anyio.to_thread.run_sync(state.close)
 
     app = FastAPI(title="kmq", version="1", description=DESCRIPTION, lifespan=lifespan)
-    for module in (messages, deliveries, receipts, queues, health):
+    for module in (messages, deliveries, receipts, queues, dlq, health):
         app.include_router(module.router)
     problems.install(app)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=config.max_body_bytes)

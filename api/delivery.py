@@ -90,7 +90,7 @@ class AsyncProducer:
         self.fatal_error: str | None = None  # set once librdkafka reports a fatal error: nothing is written again
         self._producer = Producer({**settings, "error_cb": self._on_error})
         # librdkafka gives up on a record at message.timeout.ms; the margin covers the report's way back.
-        self._timeout_s = write_timeout_ms / 1000 + 5.0
+        self.timeout_s = write_timeout_ms / 1000 + 5.0
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._serve, name=f"kmq-api-delivery-{name}", daemon=True)
         self._thread.start()
@@ -109,9 +109,9 @@ class AsyncProducer:
         if queued < len(records):
             await anyio.to_thread.run_sync(self._enqueue, records, batch, queued, True)
         try:
-            return await asyncio.wait_for(future, self._timeout_s)
+            return await asyncio.wait_for(future, self.timeout_s)
         except TimeoutError as e:
-            raise BrokerUnavailableError(self.bootstrap_servers, f"no delivery report in {self._timeout_s:.0f}s") from e
+            raise BrokerUnavailableError(self.bootstrap_servers, f"no delivery report in {self.timeout_s:.0f}s") from e
 
     def close(self, timeout_s: float) -> int:
         """Flush what is in flight, then stop serving reports; the number of records left unacknowledged."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -19,8 +19,17 @@ class ApiMetrics:
         self.extends = self._counter("kmq_api_extends", "START markers written for extend receipts")
         self.refused = self._counter("kmq_api_receipts_refused", "receipts refused: invalid, forged or other queue")
         self.expired = self._counter("kmq_api_receipts_expired", "receipts used after their delivery's deadline")
+        self.replayed = self._counter(
+            "kmq_api_receipts_replayed", "settles refused with 409: the delivery was already settled (or in settling)"
+        )
         self.failed = self._counter("kmq_api_markers_failed", "markers the broker refused for one receipt")
         self.broker_errors = self._counter("kmq_api_broker_errors", "requests answered 503 because of Kafka")
+        self.remembered = Gauge(
+            "kmq_api_receipt_notes",
+            "deliveries whose settle notes this replica has read from the markers topic (and keeps until they expire)",
+            ["topic"],
+            registry=self.registry,
+        )
         self.settle_seconds = Histogram(
             "kmq_api_settle_duration_seconds",
             "ack/nack/extend: from request to the markers acknowledged by the broker",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -14,8 +15,9 @@ from fastapi.responses import JSONResponse
 
 from api.codec import UndecodableError
 from api.models import Problem
+from api.settle import AlreadySettledError
 from api.state import ApiState
-from kmq.errors import KmqError
+from kmq.errors import DurationTooLongError, KmqError
 
 _log = logging.getLogger(__name__)
 
@@ -26,6 +28,9 @@ TOO_LARGE: dict[int | str, dict[str, Any]] = {413: {"model": Problem, "descripti
 UNAVAILABLE: dict[int | str, dict[str, Any]] = {503: {"model": Problem, "description": "Kafka unavailable"}}
 MALFORMED: dict[int | str, dict[str, Any]] = {
     400: {"model": Problem, "description": "the body is not UTF-8 JSON, or (send) a base64 field does not decode"}
+}
+SETTLED: dict[int | str, dict[str, Any]] = {
+    409: {"model": Problem, "description": "a receipt's delivery was already settled: nothing was written"}
 }
 # Every route with a body under /v1/queues/{queue} may answer these.
 BODY_ERRORS = {**UNAUTHORIZED, **NOT_SERVED, **MALFORMED, **TOO_LARGE, **UNAVAILABLE}
@@ -39,6 +44,8 @@ class AsciiJSONResponse(JSONResponse):
 
 
 def install(app: FastAPI) -> None:
+    app.add_exception_handler(AlreadySettledError, _conflict)
+    app.add_exception_handler(DurationTooLongError, _too_long)
     app.add_exception_handler(KmqError, _unavailable)
     app.add_exception_handler(KafkaException, _unavailable)
     app.add_exception_handler(UndecodableError, _undecodable)
@@ -55,10 +62,34 @@ async def _unavailable(request: Request, error: Exception) -> JSONResponse:
     return AsciiJSONResponse({"detail": f"Kafka unavailable: {detail}"}, status.HTTP_503_SERVICE_UNAVAILABLE)
 
 
+async def _too_long(request: Request, error: Exception) -> JSONResponse:
+    """A duration the markers topic cannot hold: refused like any invalid field (the API's names are its fields)."""
+    assert isinstance(error, DurationTooLongError)
+    problem = {"type": "value_error", "loc": ["body", error.what], "msg": str(error), "input": error.duration_ms}
+    return AsciiJSONResponse({"detail": [problem]}, status.HTTP_422_UNPROCESSABLE_CONTENT)
+
+
+async def _conflict(request: Request, error: Exception) -> JSONResponse:
+    return AsciiJSONResponse({"detail": str(error)}, status.HTTP_409_CONFLICT)
+
+
 async def _undecodable(request: Request, error: Exception) -> JSONResponse:
     return AsciiJSONResponse({"detail": str(error)}, status.HTTP_400_BAD_REQUEST)
 
 
 async def _invalid(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
-    return AsciiJSONResponse({"detail": jsonable_encoder(error.errors())}, status.HTTP_422_UNPROCESSABLE_CONTENT)
+    detail = _finite(jsonable_encoder(error.errors()))
+    return AsciiJSONResponse({"detail": detail}, status.HTTP_422_UNPROCESSABLE_CONTENT)
+
+
+def _finite(value: Any) -> Any:
+    """`value` with NaN and infinities as strings: a request may hold `NaN`, `Infinity` or `1e400` (Python's json
+    reads them as floats), the error echoes that input, and strict JSON has no way to write it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # 'nan', 'inf', '-inf'
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value

@@ -8,14 +8,19 @@ import time
 
 import anyio.to_thread
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from api.backlog import BacklogProbe, PartitionLag
 from api.delivery import AsyncProducer
+from api.settle_view import SettleView
+from api.settlements import Delivery
 from kmq.admin import check_topics
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.errors import KmqError
+from kmq.kafka import admin_settings
 from kmq.message import Message
+from kmq.retention import RetentionLimit
 
 _log = logging.getLogger(__name__)
 # One receive call waits at most this long, so concurrent long polls take turns and a first message is handed
@@ -35,8 +40,13 @@ class ServedQueue:
     def __init__(self, config: KmqConfig, write_timeout_ms: int, receiver_idle_ms: int) -> None:
         self.config = config
         self.name = config.queue_topic
-        check_topics(config)  # refuse to serve a queue whose markers topic does not line up (PROTOCOL.md)
+        # Refuse to serve a queue whose markers topic does not line up (PROTOCOL.md).
+        partitions = check_topics(config)
         self.producer = AsyncProducer(config, write_timeout_ms, self.name)
+        self.settled = SettleView(config, partitions)
+        self.retention = RetentionLimit(config)
+        self.admin = AdminClient(admin_settings(config))  # for /readyz: one client, not one per probe
+        self.settling: set[Delivery] = set()  # deliveries a request of this replica is settling right now
         self.backlog_probe = BacklogProbe(config, timeout_s=write_timeout_ms / 1000)
         self._receiver: KmqClient | None = None
         self._receiving = asyncio.Lock()
@@ -67,6 +77,11 @@ class ServedQueue:
             _log.info("no receive on %s for %.0fs: leaving group %s", self.name, self._idle_s, self.config.group_id)
             await anyio.to_thread.run_sync(_close, receiver, self.name)
 
+    @property
+    def receiver_failure(self) -> str | None:
+        """Why this replica's receiver cannot receive any more (it keeps trying on each receive), or None."""
+        return self._receiver.fatal_error if self._receiver is not None else None
+
     async def backlog(self) -> list[PartitionLag]:
         return await anyio.to_thread.run_sync(self.backlog_probe.measure)
 
@@ -79,6 +94,7 @@ class ServedQueue:
             self.producer.close(timeout_s)
         finally:
             self.backlog_probe.close()
+            self.settled.close()
 
     async def _joined(self) -> KmqClient:
         if self._receiver is None:

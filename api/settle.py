@@ -4,14 +4,22 @@ Each receipt is judged on its own. A refused receipt (invalid, other queue) is n
 (its delivery's deadline has passed, so the tracker may have redelivered it) still gets its END on ack — that only
 stops this delivery from coming back — but no START on nack or extend: a START written after the tracker's END
 would make the key pending again and cause a second redelivery.
+
+A delivery settles once (issue 15, item 9): once ack or nack was written for it, by any replica, any further ack,
+nack or extend of one of its receipts answers 409 and writes nothing (`AlreadySettledError`). What was settled is
+read back from the markers topic (`SettleView`); two replicas settling one delivery within the same ~100 ms (the
+view's read lag) may both write, one replica never does.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
+import anyio.to_thread
 from confluent_kafka import KafkaError
 
 from api.delivery import Outcome, Record, is_outage
@@ -19,11 +27,17 @@ from api.metrics import ApiMetrics
 from api.models import ReceiptResult
 from api.receipts import Receipt, ReceiptSigner, Refusal
 from api.served import ServedQueue
+from api.settlements import HEADER, Delivery, Note
 from kmq.errors import BrokerUnavailableError
+from kmq.headers import Headers
 from kmq.markers import EndMarker, StartMarker
 
 Action = Literal["ack", "nack", "extend"]
 _END = EndMarker().encode()
+
+
+class AlreadySettledError(Exception):
+    """A receipt's delivery was already settled (ack or nack), or is being settled by another request: 409."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +62,16 @@ async def settle(
     """One result per token, in order; raises BrokerUnavailableError when the cluster is unreachable."""
     now_ms = int(time.time() * 1000)
     results, writes = _judge(tokens, queue.name, signer, settlement.action, now_ms)
-    outcomes = await queue.producer.produce([_record(queue, w.receipt, settlement) for w in writes])
-    _raise_on_outage(queue, outcomes)
+    await _caught_up(queue)
+    notes = [_note(w.receipt, settlement, now_ms) for w in writes]
+    with _reserved(queue, metrics, writes):
+        outcomes = await queue.producer.produce(
+            [_record(queue, w, n, settlement) for w, n in zip(writes, notes, strict=True)]
+        )
+        _raise_on_outage(queue, outcomes)
+        for write, note, outcome in zip(writes, notes, outcomes, strict=True):
+            if not isinstance(outcome, KafkaError):
+                queue.settled.observe(write.receipt.marker_key, note, outcome.offset)
     for write, outcome in zip(writes, outcomes, strict=True):
         results[write.index] = _result(write, outcome, settlement, signer, now_ms)
     _count(metrics, queue.name, settlement.action, results)
@@ -73,10 +95,53 @@ def _judge(
     return results, writes
 
 
-def _record(queue: ServedQueue, receipt: Receipt, settlement: Settlement) -> Record:
-    key = receipt.marker_key
-    marker = _marker(queue, receipt, settlement)
-    return Record(queue.config.markers_topic, marker, key.encode(), partition=key.partition)
+async def _caught_up(queue: ServedQueue) -> None:
+    """Wait until this replica has read every note written before it started (503 if that takes too long)."""
+    if queue.settled.caught_up.is_set():
+        return
+    timeout_s = queue.producer.timeout_s
+    if not await anyio.to_thread.run_sync(queue.settled.caught_up.wait, timeout_s):
+        raise BrokerUnavailableError(
+            queue.config.bootstrap_servers, f"{queue.config.markers_topic} not read up to its end in {timeout_s:.0f}s"
+        )
+
+
+@contextmanager
+def _reserved(queue: ServedQueue, metrics: ApiMetrics, writes: list[_Write]) -> Iterator[None]:
+    """Hold the deliveries of `writes` for this request; AlreadySettledError if one is settled or held already.
+    Runs on the event loop with no await between the checks and the holding, so two requests never both pass."""
+    held: list[Delivery] = []
+    try:
+        for write in writes:
+            receipt = write.receipt
+            delivery = (receipt.partition, receipt.offset, receipt.issued_at_ms)
+            settled_by = queue.settled.settled_by(receipt.marker_key, receipt.issued_at_ms)
+            if settled_by is not None or delivery in queue.settling:
+                metrics.replayed.labels(queue.name).inc()
+                how = f"already settled by {settled_by}" if settled_by else "being settled by another request"
+                raise AlreadySettledError(
+                    f"receipts[{write.index}]: the delivery of {queue.name}[{receipt.partition}]@{receipt.offset} "
+                    f"is {how}; a receipt settles once, so nothing was written for this request"
+                )
+            queue.settling.add(delivery)
+            held.append(delivery)
+        yield
+    finally:
+        queue.settling.difference_update(held)
+
+
+def _note(receipt: Receipt, settlement: Settlement, now_ms: int) -> Note:
+    """The `kmq-receipt` header of the marker: kept until the latest deadline of a receipt of the delivery."""
+    if settlement.action == "extend":
+        return Note("extend", receipt.issued_at_ms, now_ms + settlement.timeout_ms)
+    return Note(settlement.action, receipt.issued_at_ms, receipt.deadline_ms)
+
+
+def _record(queue: ServedQueue, write: _Write, note: Note, settlement: Settlement) -> Record:
+    key = write.receipt.marker_key
+    marker = _marker(queue, write.receipt, settlement)
+    headers: Headers = [(HEADER, note.encode())]
+    return Record(queue.config.markers_topic, marker, key.encode(), headers, partition=key.partition)
 
 
 def _marker(queue: ServedQueue, receipt: Receipt, settlement: Settlement) -> bytes:
@@ -114,7 +179,10 @@ def _extended(receipt: Receipt, timeout_ms: int, signer: ReceiptSigner, now_ms: 
     """The tracker counts from the START's timestamp, stamped after `now_ms`: this deadline errs early, never late
     (as the client's does, from the local clock; a delivery report's timestamp is not reliable on every broker)."""
     deadline_ms = now_ms + timeout_ms
-    renewed = Receipt(receipt.queue, receipt.partition, receipt.offset, now_ms, deadline_ms, receipt.redelivery_count)
+    # Same delivery, same issue time (it names the delivery, see api.settlements); a later deadline.
+    renewed = Receipt(
+        receipt.queue, receipt.partition, receipt.offset, receipt.issued_at_ms, deadline_ms, receipt.redelivery_count
+    )
     return ReceiptResult(
         status="ok",
         partition=receipt.partition,

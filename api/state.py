@@ -33,6 +33,7 @@ class ApiState:
             for queue in config.queues:
                 served = ServedQueue(queue, config.write_timeout_ms, config.receiver_idle_ms)
                 state.queues[queue.queue_topic] = served
+                metrics.remembered.labels(queue.queue_topic).set_function(served.settled.__len__)
         except BaseException:
             state.close()
             raise

@@ -11,17 +11,20 @@ from kmq.errors import (
     CommitError,
     ConfigError,
     DeliveryError,
+    DurationTooLongError,
     EmbeddedBrokerError,
     KmqError,
     MarkerDecodeError,
     MarkerWriteError,
     TopicMismatchError,
     TopicMissingError,
+    TransactionError,
 )
 from kmq.marker_writer import MarkerWriter
 from kmq.markers import EndMarker, Marker, MarkerKey, StartMarker, decode_marker
 from kmq.message import Message
 from kmq.producer import KmqProducer, OutgoingMessage, SendResult
+from kmq.worker import Reject, Retry, Worker, WorkerConfig
 
 __all__ = [
     "BrokerUnavailableError",
@@ -29,6 +32,7 @@ __all__ = [
     "CommitError",
     "ConfigError",
     "DeliveryError",
+    "DurationTooLongError",
     "EmbeddedBrokerError",
     "EndMarker",
     "KmqClient",
@@ -42,10 +46,15 @@ __all__ = [
     "MarkerWriter",
     "Message",
     "OutgoingMessage",
+    "Reject",
+    "Retry",
     "SendResult",
     "StartMarker",
     "TopicMismatchError",
     "TopicMissingError",
+    "TransactionError",
+    "Worker",
+    "WorkerConfig",
     "check_topics",
     "decode_marker",
     "ensure_topics",

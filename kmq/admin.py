@@ -76,9 +76,12 @@ def _led(topic: TopicMetadata) -> bool:
     return all(partition.leader >= 0 for partition in topic.partitions.values())
 
 
-def check_topics(config: KmqConfig, timeout_s: float | None = None) -> int:
-    """The queue's partition count; raises when Q or M is missing or their counts differ."""
-    metadata = _metadata(config, _timeout_s(config, timeout_s))
+def check_topics(config: KmqConfig, timeout_s: float | None = None, admin: AdminClient | None = None) -> int:
+    """The queue's partition count; raises when Q or M is missing or their counts differ.
+
+    `admin`: a client to reuse (a probe asking every few seconds must not build one, and its connections, each time).
+    """
+    metadata = _metadata(config, _timeout_s(config, timeout_s), admin)
     queue_partitions = _partitions(config, metadata, config.queue_topic)
     markers_partitions = _partitions(config, metadata, config.markers_topic)
     if queue_partitions != markers_partitions:
@@ -126,10 +129,11 @@ def _timeout_s(config: KmqConfig, timeout_s: float | None) -> float:
     return config.metadata_timeout_ms / 1000 if timeout_s is None else timeout_s
 
 
-def _metadata(config: KmqConfig, timeout_s: float) -> ClusterMetadata:
+def _metadata(config: KmqConfig, timeout_s: float, admin: AdminClient | None = None) -> ClusterMetadata:
     # All topics, not one by name: a Metadata request for a missing topic may auto-create it on some clusters.
     try:
-        return AdminClient(admin_settings(config)).list_topics(timeout=timeout_s)
+        client = admin if admin is not None else AdminClient(admin_settings(config))  # (an AdminClient is falsy)
+        return client.list_topics(timeout=timeout_s)
     except KafkaException as e:
         raise unavailable(config, e) from e
 

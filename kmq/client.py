@@ -28,6 +28,7 @@ from kmq.kafka import consumer_settings, produce, producer_settings
 from kmq.marker_writer import MarkerWriter, StartWriter, first_of
 from kmq.markers import MarkerKey
 from kmq.message import Message, Offsets, from_records
+from kmq.retention import RetentionLimit
 
 _log = logging.getLogger(__name__)
 Target = Message | MarkerKey
@@ -51,6 +52,7 @@ class KmqClient:
         self._end_at = self._markers.end_at
         self._transactions = TransactionalStarts(config, self._consumer) if config.transactional else None
         self._starts = StartWriter(config) if self._transactions is None else None
+        self._retention = RetentionLimit(config)
         self._lock = threading.Lock()
         self._dead_letters: Producer | None = None
         self._closed = False
@@ -64,6 +66,9 @@ class KmqClient:
         `msg_timeout_ms` overrides the configured time the application has before a redelivery.
         """
         self._check_open()
+        self._retention.check(
+            self.config.msg_timeout_ms if msg_timeout_ms is None else msg_timeout_ms, "msg_timeout_ms"
+        )
         self._markers.serve()  # the fire-and-forget markers' failure reports, once per batch
         # 1. Poll up to max_messages from Q.
         records = self._poll(max_messages, timeout_s)
@@ -97,6 +102,7 @@ class KmqClient:
             delay_ms = self.config.nack_delay_ms(msg.redelivery_count if isinstance(msg, Message) else 0)
         if self.config.redelivery_tracker == "jvm" and delay_ms > self.config.msg_timeout_ms:
             self._warn_long_nack(delay_ms)
+        self._retention.check(delay_ms, "nack delay_ms")
         self._markers.start(_key(msg), max(0, delay_ms))
 
     def extend(self, msg: Target, timeout_ms: int) -> None:
@@ -109,6 +115,7 @@ class KmqClient:
                 "extend needs this project's tracker: a JVM kmq tracker (redelivery_tracker='jvm') redelivers at the"
                 " first START's deadline whatever comes after; raise msg_timeout_ms instead"
             )
+        self._retention.check(timeout_ms, "extend timeout_ms")
         self._markers.start(_key(msg), timeout_ms)
 
     def reject(self, msg: Message, reason: str) -> None:
@@ -132,6 +139,11 @@ class KmqClient:
             remaining += self._dead_letters.flush(timeout_s)
         if remaining:
             _log.warning("%d markers still unacknowledged after %.1fs", remaining, timeout_s)
+
+    @property
+    def fatal_error(self) -> str | None:
+        """Why this client cannot receive any more (a transactional producer that cannot be replaced), or None."""
+        return self._transactions.fatal_error if self._transactions is not None else None
 
     @property
     def failed_markers(self) -> int:
@@ -181,11 +193,14 @@ class KmqClient:
 
     def _commit(self, offsets: Offsets, commit: list[TopicPartition]) -> None:
         try:
-            self._consumer.commit(offsets=commit, asynchronous=False)
+            failed = _commit_errors(self._consumer.commit(offsets=commit, asynchronous=False))
         except KafkaException as e:
             # The STARTs are written: the tracker redelivers this batch if nobody acknowledges it.
             self._rewind(offsets)
             raise CommitError(f"committing {self.config.queue_topic} offsets failed: {e}") from e
+        if failed:  # a per-partition error is a failed commit too: the batch is read again
+            self._rewind(offsets)
+            raise CommitError(f"committing {self.config.queue_topic} offsets failed for {failed}")
 
     def _in_transaction(self, offsets: Offsets, commit: list[TopicPartition], timeout_ms: int) -> None:
         assert self._transactions is not None
@@ -228,6 +243,12 @@ class KmqClient:
 
 def _key(msg: Target) -> MarkerKey:
     return msg.marker_key if isinstance(msg, Message) else msg
+
+
+def _commit_errors(committed: list[TopicPartition] | None) -> str:
+    """The partitions whose commit failed, with the broker's error ("" when none did)."""
+    errors = [(tp.partition, tp.error) for tp in committed or ()]
+    return ", ".join(f"partition {partition} ({error.str()})" for partition, error in errors if error is not None)
 
 
 def _next_offsets(topic: str, offsets: Offsets) -> list[TopicPartition]:

@@ -29,11 +29,17 @@ class DeliveryGroup:
     outstanding: int = 0
     failures: list[DeliveryError] = field(default_factory=list)
     results: dict[int, Delivered] = field(default_factory=dict)
+    errors: dict[int, KafkaError] = field(default_factory=dict)  # why each failed record failed, by index
 
     def callback(self, index: int) -> DeliveryCallback:
         """The callback for the `index`-th record; its result lands in `results[index]`."""
         self.outstanding += 1
         return functools.partial(self._report, index)
+
+    def refused(self, index: int, error: KafkaError) -> None:
+        """The `index`-th record was refused at once by `produce()`: its callback will never be called."""
+        self.outstanding -= 1
+        self.errors[index] = error
 
     def wait(self, producer: Producer, timeout_s: float) -> None:
         """Serve delivery reports until every record is acknowledged; raise on the first failure or at the deadline."""
@@ -51,6 +57,7 @@ class DeliveryGroup:
         topic = message.topic() or ""
         if error is not None:
             self.failures.append(DeliveryError(topic, message.partition(), error.str()))
+            self.errors[index] = error
             return
         self.results[index] = Delivered(topic, message.partition() or 0, message.offset() or 0)
 

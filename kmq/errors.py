@@ -19,6 +19,21 @@ class MarkerDecodeError(KmqError, ValueError):
     """A record on the markers topic is not a kmq marker (wrong length, unknown type byte, null)."""
 
 
+class DurationTooLongError(KmqError, ValueError):
+    """A nack delay, extension or processing timeout is not shorter than the markers topic's retention: the START
+    would be deleted before it is due, and the message lost."""
+
+    def __init__(self, what: str, duration_ms: int, markers_topic: str, retention_ms: int) -> None:
+        super().__init__(
+            f"{what}={duration_ms} is not shorter than the retention of {markers_topic} (retention.ms={retention_ms}): "
+            "its START marker would be deleted before it is due and the message lost; use a shorter duration, "
+            f"or raise retention.ms of {markers_topic}"
+        )
+        self.what = what
+        self.duration_ms = duration_ms
+        self.retention_ms = retention_ms
+
+
 class TopicMismatchError(KmqError):
     """The markers topic does not have exactly as many partitions as the queue topic."""
 
@@ -69,6 +84,25 @@ class MarkerWriteError(KmqError):
         self.topic = topic
         self.partition = partition
         self.offset = offset
+
+
+class TransactionError(MarkerWriteError):
+    """The transaction of a batch (its STARTs and its offset commit) failed or timed out; it is aborted and the batch
+    will be read again (transactional mode)."""
+
+    def __init__(self, topic: str, partition: int, offset: int, detail: str, aborted: bool) -> None:
+        outcome = (
+            "it was aborted: nothing was committed, the batch will be delivered again"
+            if aborted
+            else "aborting it failed too; the next receive() aborts it first, then the batch is delivered again"
+        )
+        KmqError.__init__(
+            self, f"the transaction of the batch from {topic}[{partition}]@{offset} failed: {detail}; {outcome}"
+        )
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.aborted = aborted
 
 
 class CommitError(KmqError):

@@ -10,15 +10,19 @@ ORIGINAL_OFFSET = "kmq-original-offset"
 ORIGINAL_TOPIC = "kmq-original-topic"
 ORIGINAL_PARTITION = "kmq-original-partition"
 DLQ_REASON = "kmq-dlq-reason"
+DLQ_TRUNCATED = "kmq-dlq-truncated"  # on a dead letter whose value was cut to fit: the original length (ascii)
 
 REASON_MAX_REDELIVERIES = "max-redeliveries"
+REASON_UNDELIVERABLE = "undeliverable"  # "undeliverable: <error>": the broker or producer refused the copy for good
 
 Header = tuple[str, bytes | None]
 Headers = list[Header]
 
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
-_KMQ_HEADERS = frozenset({REDELIVERY_COUNT, ORIGINAL_OFFSET, ORIGINAL_TOPIC, ORIGINAL_PARTITION, DLQ_REASON})
+_KMQ_HEADERS = frozenset(
+    {REDELIVERY_COUNT, ORIGINAL_OFFSET, ORIGINAL_TOPIC, ORIGINAL_PARTITION, DLQ_REASON, DLQ_TRUNCATED}
+)
 
 
 def encode_count(count: int) -> bytes:

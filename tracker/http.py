@@ -5,12 +5,15 @@ from __future__ import annotations
 import logging
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import Protocol
+from socketserver import ThreadingMixIn
+from typing import Any, Protocol
 
 from kmq.errors import ConfigError
 from tracker.metrics import CONTENT_TYPE_LATEST, TrackerMetrics
 
 _log = logging.getLogger(__name__)
+MAX_CONNECTIONS = 16
+REQUEST_TIMEOUT_S = 2.0
 
 
 class Status(Protocol):
@@ -24,14 +27,15 @@ class Status(Protocol):
 class HealthServer:
     """A small stdlib server on a thread of its own; scrapes and probes never touch the loop or its Kafka clients.
 
-    Requests are served one at a time (they take microseconds; a stalled client times out): a thread per request
-    would cost each one a malloc arena, which shows in the resident size.
+    Each connection is served on a thread of its own, so an idle or slow client never delays a probe; a client gets
+    `REQUEST_TIMEOUT_S` to send its request, and at most `MAX_CONNECTIONS` are served at once (more are closed at
+    once), which bounds the threads (and their malloc arenas) whatever the clients do.
     """
 
     def __init__(self, host: str, port: int, metrics: TrackerMetrics, status: Status) -> None:
         handler = type("_BoundHandler", (_Handler,), {"metrics": metrics, "status": status})
         try:
-            self._server = HTTPServer((host, port), handler)
+            self._server = _ProbeServer((host, port), handler)
         except OSError as e:
             raise ConfigError("http_port", f"cannot serve probes on {host}:{port}: {e.strerror or e}") from e
         self._thread = threading.Thread(target=self._serve, name="kmq-tracker-http", daemon=True)
@@ -54,10 +58,38 @@ class HealthServer:
         self._server.server_close()
 
 
+class _ProbeServer(ThreadingMixIn, HTTPServer):
+    """A thread per connection, at most MAX_CONNECTIONS of them."""
+
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], handler: Any) -> None:
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            _log.warning("%d probe connections open: closing one from %s", MAX_CONNECTIONS, client_address)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
 class _Handler(BaseHTTPRequestHandler):
     metrics: TrackerMetrics
     status: Status
-    timeout = 5  # seconds a client may take to send its request
+    timeout = REQUEST_TIMEOUT_S  # seconds a client may take to send its request
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]

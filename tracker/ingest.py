@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
@@ -47,6 +47,9 @@ class MarkersIngest:
         self.partitions: dict[int, PartitionState] = {}
         self.joined = False  # True once the group gave this replica an assignment (possibly empty)
         self._committed: dict[int, int] = {}
+        # Called on revocation before anything is committed or given up: the service flushes the redelivery
+        # producer there, so the next owner finds the ENDs of what this replica already copied.
+        self.before_revoke: Callable[[], None] = lambda: None
         # The user's consumer settings are the workers' too, so those the protocol depends on are pinned over them:
         # a new tracker group reads M from its beginning (with `latest` it would skip every START written before
         # it first ran), and nothing but `_commit` moves the committed offset past a pending START.
@@ -137,6 +140,7 @@ class MarkersIngest:
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         owned = [self.partitions[tp.partition] for tp in partitions if tp.partition in self.partitions]
         try:
+            self.before_revoke()
             self._commit(owned)
         finally:
             self._drop(partitions)

@@ -40,6 +40,16 @@ class TrackerMetrics:
             "kmq_undecodable_markers", "Records on the markers topic that are not markers", registry=r
         )
         self.missing = Counter("kmq_missing_messages", "Due messages the queue topic no longer holds", registry=r)
+        self.undeliverable_truncated = Counter(
+            "kmq_undeliverable_truncated",
+            "Copies refused for good whose dead letter was refused too, written with the value truncated",
+            registry=r,
+        )
+        self.undeliverable_unwritable = Counter(
+            "kmq_undeliverable_unwritable",
+            "Copies refused for good that not even a truncated dead letter could hold (logged, then ENDed)",
+            registry=r,
+        )
         self.redelivery_errors = Counter("kmq_redelivery_errors", "Failed redelivery attempts (retried)", registry=r)
         self.misaligned = Gauge(
             "kmq_topics_misaligned",

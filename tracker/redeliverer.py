@@ -22,6 +22,7 @@ from kmq.kafka import DeliveryCallback, produce, producer_settings
 from kmq.markers import EndMarker, MarkerKey
 from tracker.config import TrackerConfig
 from tracker.reader import QueueReader, QueueRecord
+from tracker.undeliverable import Fate, UndeliverableWriter, is_permanent
 
 _log = logging.getLogger(__name__)
 _END = EndMarker().encode()
@@ -36,11 +37,13 @@ class Redelivered:
     missing: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    truncated: list[int] = field(default_factory=list)  # undeliverable, dead-lettered with the value cut (also above)
+    unwritable: list[int] = field(default_factory=list)  # undeliverable, and refused by the dead-letter topic too
 
     @property
     def settled(self) -> list[int]:
         """Queue offsets that are no longer pending: an END for each has been written."""
-        return [*self.copied, *self.dead_lettered, *self.missing]
+        return [*self.copied, *self.dead_lettered, *self.missing, *self.unwritable]
 
 
 class Redeliverer:
@@ -53,6 +56,7 @@ class Redeliverer:
         self._reader = QueueReader(config)
         settings = producer_settings(config.kmq, message_timeout_ms=config.write_timeout_ms)
         self._producer = Producer({**settings, "error_cb": self._on_producer_error})
+        self._undeliverable = UndeliverableWriter(config.kmq, self._producer, self._write_timeout_s)
         self._end_failures: list[str] = []
         self._fatal: KafkaError | None = None
 
@@ -83,6 +87,13 @@ class Redeliverer:
         failures, self._end_failures = self._end_failures, []
         return failures
 
+    def flush(self) -> None:
+        """Wait until every copy, dead letter and END queued so far is acknowledged (on revocation: the next owner
+        must find the ENDs, or it redelivers what this replica already copied)."""
+        remaining = self._producer.flush(self._write_timeout_s)
+        if remaining:
+            _log.error("%d redelivery writes not acknowledged before the partitions were given up", remaining)
+
     def close(self) -> None:
         """Flush what is still queued (ENDs), then close the queue reader."""
         try:
@@ -98,17 +109,37 @@ class Redeliverer:
             return
         group = DeliveryGroup()
         to_dead_letter = [redelivery_count(r.headers) + 1 > self._kmq.max_redeliveries for r in records]
-        try:
-            for index, (record, dead) in enumerate(zip(records, to_dead_letter, strict=True)):
+        for index, (record, dead) in enumerate(zip(records, to_dead_letter, strict=True)):
+            try:
                 self._produce_one(partition, record, dead, group.callback(index))
+            except KafkaException as e:  # refused at once (e.g. larger than message.max.bytes): the others go on
+                group.refused(index, e.args[0] if e.args else KafkaError(KafkaError._FAIL))
+        try:
             group.wait(self._producer, self._write_timeout_s)
-        except (DeliveryError, KafkaException) as e:
+        except DeliveryError as e:
             outcome.errors.append(str(e))
         for index, (record, dead) in enumerate(zip(records, to_dead_letter, strict=True)):
-            if index not in group.results:
-                outcome.failed.append(record.offset)
-            else:
+            if index in group.results:
                 (outcome.dead_lettered if dead else outcome.copied).append(record.offset)
+            elif index in group.errors and is_permanent(group.errors[index]):
+                self._write_undeliverable(partition, record, group.errors[index], outcome)
+            else:
+                outcome.failed.append(record.offset)
+
+    def _write_undeliverable(
+        self, partition: int, record: QueueRecord, error: KafkaError, outcome: Redelivered
+    ) -> None:
+        """A copy refused for good goes to the dead-letter topic (see tracker.undeliverable), then is ENDed."""
+        fate = self._undeliverable.write(partition, record, error)
+        if fate is None:
+            outcome.failed.append(record.offset)
+            outcome.errors.append(f"dead-lettering undeliverable offset {record.offset} failed, will retry")
+        elif fate is Fate.UNWRITABLE:
+            outcome.unwritable.append(record.offset)
+        else:
+            outcome.dead_lettered.append(record.offset)
+            if fate is Fate.TRUNCATED:
+                outcome.truncated.append(record.offset)
 
     def _produce_one(self, partition: int, record: QueueRecord, dead: bool, callback: DeliveryCallback) -> None:
         if dead:

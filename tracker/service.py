@@ -128,6 +128,7 @@ class TrackerService:
         if self.config.http_enabled:
             self._http = HealthServer(self.config.http_host, self.config.http_port, self.metrics, self)
             self._http.start()
+        ingest.before_revoke = redeliverer.flush
         ingest.subscribe()
         loop = _Loop(self.config, self.metrics, ingest, redeliverer)
         self._last_turn = time.monotonic()
@@ -224,11 +225,13 @@ class _Loop:
             deadline = state.done(offset)
             if deadline is not None:
                 self._metrics.lateness.observe(max(0, done_ms - deadline) / 1000)
-        for offset in outcome.missing:
+        for offset in outcome.missing + outcome.unwritable:
             state.done(offset)
         self._metrics.redeliveries.inc(len(outcome.copied))
         self._metrics.dead_letters.inc(len(outcome.dead_lettered))
         self._metrics.missing.inc(len(outcome.missing))
+        self._metrics.undeliverable_truncated.inc(len(outcome.truncated))
+        self._metrics.undeliverable_unwritable.inc(len(outcome.unwritable))
         if outcome.dead_lettered:
             _log.info(
                 "dead-lettered %s[%d] offsets %s", self._config.kmq.queue_topic, state.partition, outcome.dead_lettered

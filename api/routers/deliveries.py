@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import anyio.to_thread
 from fastapi import APIRouter
 
 from api.codec import to_received
@@ -22,6 +23,8 @@ async def receive(queue: Queue, state: State, body: ReceiveRequest) -> ReceiveRe
 
     Each message must be settled (ack, nack or extend with its receipt) before `deadline_ms`, else the tracker
     redelivers it. Receivers of one queue form its worker group (`group_id`) across every API replica."""
+    if body.visibility_timeout_ms is not None:
+        await anyio.to_thread.run_sync(queue.retention.check, body.visibility_timeout_ms, "visibility_timeout_ms")
     messages = await queue.receive(body.max_messages, body.wait_ms, body.visibility_timeout_ms)
     state.metrics.received.labels(queue.name).inc(len(messages))
     issued_at_ms = int(time.time() * 1000)

@@ -37,7 +37,7 @@ async def readyz(state: State) -> Health | Response:
         return _unready(broken)
     for queue in state.queues.values():
         try:
-            await anyio.to_thread.run_sync(check_topics, queue.config, READY_TIMEOUT_S)
+            await anyio.to_thread.run_sync(check_topics, queue.config, READY_TIMEOUT_S, queue.admin)
         except KmqError as e:
             return _unready(str(e))
     return Health(status="ok")
@@ -57,6 +57,8 @@ def _broken_producer(state: ApiState) -> str | None:
     for queue in state.queues.values():
         if queue.producer.fatal_error is not None:
             return f"the producer of {queue.name} failed: {queue.producer.fatal_error}"
+        if queue.receiver_failure is not None:
+            return f"the receiver of {queue.name} cannot recover: {queue.receiver_failure}"
     return None
 
 

@@ -4,38 +4,43 @@ from __future__ import annotations
 
 import time
 
+import anyio.to_thread
 from fastapi import APIRouter
 
 from api.deps import Authorized, Queue, State
 from api.models import AckRequest, ExtendRequest, NackRequest, SettleResponse
-from api.problems import BODY_ERRORS
+from api.problems import BODY_ERRORS, SETTLED
 from api.settle import Settlement, settle
 
 router = APIRouter(prefix="/v1/queues/{queue}", tags=["receipts"], dependencies=[Authorized])
+_ERRORS = {**BODY_ERRORS, **SETTLED}
 _RESULTS = " The answer holds one result per receipt, in order (see `ReceiptResult.status`)."
 
 
-@router.post("/ack", responses=BODY_ERRORS, description="Mark messages processed (END markers)." + _RESULTS)
+@router.post("/ack", responses=_ERRORS, description="Mark messages processed (END markers)." + _RESULTS)
 async def ack(queue: Queue, state: State, body: AckRequest) -> SettleResponse:
     return await _settle(queue, state, body.receipts, Settlement("ack"))
 
 
 @router.post(
     "/nack",
-    responses=BODY_ERRORS,
+    responses=_ERRORS,
     description="Redeliver messages after `delay_ms` (default: exponential backoff by redelivery count)." + _RESULTS,
 )
 async def nack(queue: Queue, state: State, body: NackRequest) -> SettleResponse:
+    if body.delay_ms is not None:
+        await anyio.to_thread.run_sync(queue.retention.check, body.delay_ms, "delay_ms")
     return await _settle(queue, state, body.receipts, Settlement("nack", delay_ms=body.delay_ms))
 
 
 @router.post(
     "/extend",
-    responses=BODY_ERRORS,
+    responses=_ERRORS,
     description="Give more time: the new deadline is `visibility_timeout_ms` from now; each result carries a "
     "fresh receipt with it." + _RESULTS,
 )
 async def extend(queue: Queue, state: State, body: ExtendRequest) -> SettleResponse:
+    await anyio.to_thread.run_sync(queue.retention.check, body.visibility_timeout_ms, "visibility_timeout_ms")
     return await _settle(queue, state, body.receipts, Settlement("extend", timeout_ms=body.visibility_timeout_ms))
 
 

@@ -1,8 +1,8 @@
-"""An asyncio worker: `async for` over queue messages, each handled in its own task, no blocking call in the loop.
+"""An asyncio worker: an `async def` handler run by `kmq.Worker` on an event loop, up to --concurrency at once.
 
-KmqClient is synchronous (librdkafka): `receive` runs on one dedicated thread (it is meant for one thread) and the
-acknowledgements on another, so the event loop only awaits. The handler stands for real async work (an HTTP call, a
-database write); a failure nacks the message, which then comes back after a backoff.
+The runtime receives through `kmq.aio.AsyncKmqClient` (librdkafka's blocking calls stay off the loop), acknowledges
+what the handler returns from, nacks what raises (it comes back after a backoff; a tracker must run, e.g.
+`kmq tracker`), and extends the lease of a message whose handler is still running near its deadline.
 
 The broker comes from --bootstrap-servers or KMQ_BOOTSTRAP_SERVERS, else an embedded one is started; --send N first
 sends N messages of its own and stops once all are processed (without it, it runs until Ctrl-C).
@@ -14,81 +14,26 @@ import argparse
 import asyncio
 import contextlib
 import os
+import signal
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 
-from kmq import KmqClient, KmqConfig, KmqProducer, Message, TopicMissingError, check_topics, ensure_topics
-
-
-class AsyncQueue:
-    """Async access to a KmqClient: messages by `async for`, acknowledgements awaited off the loop."""
-
-    def __init__(self, client: KmqClient) -> None:
-        self._client = client
-        self._receiver = ThreadPoolExecutor(1, thread_name_prefix="kmq-receive")
-        self._acker = ThreadPoolExecutor(1, thread_name_prefix="kmq-ack")
-        self._stopping = False
-
-    async def __aiter__(self) -> AsyncIterator[Message]:
-        loop = asyncio.get_running_loop()
-        while not self._stopping:
-            for message in await loop.run_in_executor(self._receiver, self._client.receive, 100, 0.5):
-                if self._stopping:
-                    return  # the rest of the batch is not acknowledged: the tracker redelivers it
-                yield message
-
-    def stop(self) -> None:
-        """End the iteration after the current receive."""
-        self._stopping = True
-
-    async def processed(self, message: Message) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._acker, self._client.processed, message)
-
-    async def nack(self, message: Message) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._acker, self._client.nack, message)
-
-    def close(self) -> None:
-        self._receiver.shutdown()
-        self._acker.shutdown()
+from kmq import KmqConfig, KmqProducer, Message, TopicMissingError, Worker, check_topics, ensure_topics
 
 
-async def handle(message: Message) -> None:
+class Jobs:
     """The application's work: here a short async pause standing for an HTTP call or a database write."""
-    await asyncio.sleep(0.01)
 
+    def __init__(self, expected: int | None) -> None:
+        self.expected = expected
+        self.done: set[bytes | None] = set()
+        self.worker: Worker | None = None
 
-async def work(queue: AsyncQueue, message: Message, done: set[bytes | None], expected: int | None) -> None:
-    try:
-        await handle(message)
-    except Exception as e:  # noqa: BLE001  # any failure of the handler: redeliver after a backoff
-        print(f"failed {message.value!r}: {e}; nack")
-        await queue.nack(message)
-        return
-    await queue.processed(message)
-    done.add(message.value)
-    if expected is not None and len(done) >= expected:
-        queue.stop()
-
-
-async def run(config: KmqConfig, expected: int | None, concurrency: int) -> int:
-    done: set[bytes | None] = set()
-    limit = asyncio.Semaphore(concurrency)  # at most this many messages in progress
-    tasks: set[asyncio.Task[None]] = set()
-    client = KmqClient(config)
-    queue = AsyncQueue(client)
-    try:
-        async for message in queue:
-            await limit.acquire()
-            task = asyncio.create_task(work(queue, message, done, expected))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-            task.add_done_callback(lambda _: limit.release())
-        await asyncio.gather(*tasks)
-    finally:
-        queue.close()
-        client.close()
-    return len(done)
+    async def __call__(self, message: Message) -> None:
+        await asyncio.sleep(0.01)
+        self.done.add(message.value)
+        if self.expected is not None and len(self.done) >= self.expected and self.worker is not None:
+            self.worker.stop()  # graceful: the messages still in progress finish first
 
 
 @contextlib.contextmanager
@@ -125,10 +70,12 @@ def main() -> None:
             with KmqProducer(config) as producer:
                 for i in range(args.send):
                     producer.send(f"job-{i}".encode())
+        jobs = Jobs(args.send)
+        worker = jobs.worker = Worker(jobs, config, concurrency=args.concurrency)
+        signal.signal(signal.SIGINT, lambda *_: worker.stop())  # Ctrl-C: finish what is in progress, then stop
         print(f"working on {config.queue_topic} ({args.concurrency} at once); Ctrl-C stops")
-        with contextlib.suppress(KeyboardInterrupt):
-            processed = asyncio.run(run(config, args.send, args.concurrency))
-            print(f"processed {processed} distinct messages")
+        worker.run()
+        print(f"processed {len(jobs.done)} distinct messages")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from kmq.bench import protocol
 from kmq.bench.children import TrackerChild, Worker
 from kmq.bench.display import Display
 from kmq.bench.jvm_kmq import jvm_worker
-from kmq.bench.options import JVM_KMQ, KMQ, SHARE, BenchOptions
+from kmq.bench.options import JVM_KMQ, SHARE, WITH_TRACKER, BenchOptions
 from kmq.bench.preload import fresh_queue, preload
 from kmq.config import KmqConfig
 from kmq.embedded import KafkaCluster
@@ -26,7 +26,7 @@ def run_consumer(
     display.phase("creating topics")
     config = fresh_queue(cluster, contender, options.partitions)
     args = _worker_args(options, contender, round_)
-    if contender not in (KMQ, JVM_KMQ):
+    if contender not in WITH_TRACKER:
         return _measure(config, options, contender, args, display)
     display.phase("starting the tracker")
     tracker = TrackerChild(config)

@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from kmq.embedded import BACKENDS
 from kmq.errors import ConfigError
 
-PLAIN, KMQ, SHARE, TRACKER, HTTP = "plain", "kmq", "share", "tracker", "http"
-CONTENDERS = (PLAIN, KMQ, SHARE, TRACKER, HTTP)
+PLAIN, KMQ, SHARE, TRACKER, HTTP, WORKER = "plain", "kmq", "share", "tracker", "http", "worker"
+CONTENDERS = (PLAIN, KMQ, SHARE, TRACKER, HTTP, WORKER)
 # SoftwareMill's JVM KmqClient (tests/interop, via kmq.jvm): only when named, as it needs Java and Maven.
 JVM_KMQ = "jvm-kmq"
 ALL_CONTENDERS = (*CONTENDERS, JVM_KMQ)
-CONSUMERS = (PLAIN, KMQ, SHARE, JVM_KMQ)  # measured by a worker process on a preloaded queue
+CONSUMERS = (PLAIN, KMQ, SHARE, WORKER, JVM_KMQ)  # measured by a worker process on a preloaded queue
+WITH_TRACKER = (KMQ, WORKER, JVM_KMQ)  # consumer contenders on kmq topics, with a tracker running
 # librdkafka's mock cluster drops a partition's oldest data past 5 MiB (measured: value + ~40 bytes per record).
 MOCK_PARTITION_LIMIT_BYTES = 4 * 1024 * 1024
 RECORD_OVERHEAD_BYTES = 40

@@ -8,7 +8,7 @@ import uuid
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka import Message as KafkaMessage
 
-from kmq.bench.options import JVM_KMQ, KMQ
+from kmq.bench.options import WITH_TRACKER
 from kmq.config import KafkaValue, KmqConfig
 from kmq.embedded import KafkaCluster
 from kmq.errors import BenchError
@@ -26,7 +26,7 @@ def fresh_queue(cluster: KafkaCluster, contender: str, partitions: int) -> KmqCo
     """A config for a new queue `kmq-bench-<contender>-<uuid8>`: its own topics and group, so runs never share."""
     name = f"kmq-bench-{contender}-{uuid.uuid4().hex[:8]}"
     config = cluster.config(name, consumer_kafka_config=CONSUMER_TUNING)
-    if contender in (KMQ, JVM_KMQ):
+    if contender in WITH_TRACKER:
         cluster.ensure_topics(config, partitions)  # queue, markers, dead letters
     else:
         cluster.create_topics({config.queue_topic: partitions})

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kmq.bench.options import HTTP, JVM_KMQ, KMQ, PLAIN, SHARE, TRACKER
+from kmq.bench.options import HTTP, JVM_KMQ, KMQ, PLAIN, SHARE, TRACKER, WORKER
 from kmq.bench.stats import median
 
 
@@ -39,6 +39,7 @@ SHAPES = {
     PLAIN: _CONSUMER,
     KMQ: _CONSUMER,
     SHARE: _CONSUMER,
+    WORKER: _CONSUMER,
     JVM_KMQ: _CONSUMER,
     TRACKER: Shape(
         "markers_per_s",
@@ -102,7 +103,8 @@ def headline(run: Run) -> str:
 
 
 def _number(value: object) -> bool:
-    return isinstance(value, int | float)
+    """A figure to print: a number, and not NaN (the worker contender has no batch overhead)."""
+    return isinstance(value, int | float) and not (isinstance(value, float) and math.isnan(value))
 
 
 def _row(name: str, mine: list[Run], everything: Sequence[Run], note: str) -> Row:

@@ -7,7 +7,7 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kmq.bench.options import HTTP, JVM_KMQ, KMQ, PLAIN, SHARE, TRACKER
+from kmq.bench.options import HTTP, JVM_KMQ, KMQ, PLAIN, SHARE, TRACKER, WORKER
 from kmq.bench.results import Row, Run, ratio
 
 MB = 1_000_000
@@ -48,4 +48,5 @@ def targets(runs: Sequence[Run], table: Sequence[Row], tracker_pending: int) -> 
         Target("tracker redelivery lateness p99", row_value(TRACKER, "p99_ms"), "<=", 250.0, "ms"),
         Target("http receive+ack", row_value(HTTP, "rate"), ">=", 5_000, "msgs/s"),
         Target("http ack p99", row_value(HTTP, "p99_ms"), "<=", 20.0, "ms"),
+        Target("worker ÷ kmq throughput", ratio(runs, WORKER, KMQ), ">=", 0.8, "x"),
     ]

@@ -18,10 +18,11 @@ from typing import Any, Protocol
 
 from kmq.bench.kmq_client import KmqContender
 from kmq.bench.measure import BatchClock
-from kmq.bench.options import KMQ, PLAIN, SHARE
+from kmq.bench.options import KMQ, PLAIN, SHARE, WORKER
 from kmq.bench.plain import PlainContender
 from kmq.bench.protocol import ERROR, GO, PROGRESS, READY, RESULT
 from kmq.bench.share import ShareContender
+from kmq.bench.worker_contender import WorkerContender
 from kmq.config import KmqConfig
 from kmq.errors import BenchError
 
@@ -44,6 +45,8 @@ def make_contender(name: str, config: KmqConfig, batch: int, partitions: int) ->
         return KmqContender(config, batch)
     if name == SHARE:
         return ShareContender(config, batch, partitions)
+    if name == WORKER:
+        return WorkerContender(config, batch)
     raise BenchError(f"no worker for contender {name!r}")
 
 
@@ -99,7 +102,7 @@ def _say(line: str) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m kmq.bench.worker", description=__doc__)
-    parser.add_argument("contender", choices=(PLAIN, KMQ, SHARE))
+    parser.add_argument("contender", choices=(PLAIN, KMQ, SHARE, WORKER))
     parser.add_argument("--messages", type=int, required=True, help="messages the parent preloads")
     parser.add_argument("--batch", type=int, required=True, help="messages per receive")
     parser.add_argument("--partitions", type=int, required=True)

@@ -27,6 +27,8 @@ _BUILTIN = (
     "kmq.cli.consume",
     "kmq.cli.demo",
     "kmq.cli.bench",
+    "kmq.cli.worker",
+    "kmq.cli.dlq",
     "kmq.cli.audit",
 )
 _log = logging.getLogger(__name__)

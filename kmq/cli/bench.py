@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from kmq.bench.jsonout import write_json
-from kmq.bench.options import ALL_CONTENDERS, CONTENDERS, BenchOptions
+from kmq.bench.options import ALL_CONTENDERS, CONTENDERS, KMQ, WORKER, BenchOptions
 from kmq.bench.progress import RichDisplay
 from kmq.bench.runner import run_bench
 from kmq.bench.table import print_report
@@ -102,6 +102,8 @@ def _contenders(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     if not names:
         raise ConfigError("--contenders", f"name at least one of {', '.join(ALL_CONTENDERS)}")
+    if WORKER in names and KMQ not in names:
+        names = (KMQ, *names)  # the worker is measured against the bare client, in the same rounds
     return names
 
 

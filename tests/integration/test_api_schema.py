@@ -5,11 +5,13 @@ The examples are bounded and derandomized (the same requests every run), so the 
 
 from __future__ import annotations
 
+import json
 import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 import schemathesis
 import uvicorn
@@ -73,3 +75,27 @@ def test_every_answer_fits_the_schema_and_none_is_a_5xx(case: Any, served: tuple
     if isinstance(body, dict) and isinstance(body.get("wait_ms"), int) and 0 <= body["wait_ms"] <= 20_000:
         body["wait_ms"] = min(body["wait_ms"], MAX_WAIT_MS)
     case.call_and_validate(base_url=base_url, headers=AUTH)
+
+
+# Python's json reads NaN, Infinity and 1e400 as floats: a client may send them, in any field of any route.
+NON_FINITE = ("NaN", "Infinity", "-Infinity", "1e400")
+
+
+@schema.parametrize()
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+def test_a_non_finite_number_in_any_field_is_a_422_naming_it(case: Any, served: tuple[str, str]) -> None:
+    base_url, queue = served
+    if not isinstance(case.body, dict) or not case.path_parameters:
+        return  # no JSON object body (GET routes): nothing to put a number in
+    case.path_parameters["queue"] = queue
+    for index, field in enumerate(sorted(case.body) or ["max_messages"]):
+        number = NON_FINITE[index % len(NON_FINITE)]
+        raw = (
+            json.dumps({**case.body, field: 0.5}).replace("0.5", number, 1) if case.body else f'{{"{field}": {number}}}'
+        )
+        target = case.as_transport_kwargs(base_url=base_url)["url"]
+        headers = {**AUTH, "Content-Type": "application/json"}
+        response = httpx.post(target, content=raw.encode(), headers=headers, timeout=30)
+        assert response.status_code == 422, (raw, response.text)
+        assert ["body", field] in [error["loc"][:2] for error in response.json()["detail"]], response.text
+        assert "422" in case.operation.definition.raw["responses"]  # a documented answer

@@ -86,3 +86,15 @@ def test_tracker_and_rest_facade_benchmarks_run_beside_the_plain_consumer_and_th
     assert {t["name"]: t["status"] for t in data["targets"]}["kmq ÷ plain throughput"] == "not measured"
     assert "redelivery lateness" in out and "ack latency" in out
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_worker_contender_is_measured_against_the_bare_client_in_the_same_rounds(tmp_path: Path) -> None:
+    # `--contenders worker` alone: kmq is measured beside it, so the ratio has its baseline
+    data, out = bench(tmp_path, "--backend", "mock", "--contenders", "worker", "--messages", "2000", "--repeat", "1")
+    assert [r["contender"] for r in data["runs"]] == ["kmq", "worker"]
+    worker = data["runs"][1]["figures"]
+    assert worker["messages"] == 2000 and worker["msgs_per_s"] > 0
+    assert (worker["failed_markers"], worker["redeliveries"]) == (0, 0), worker
+    target = next(t for t in data["targets"] if t["name"] == "worker ÷ kmq throughput")
+    assert target["measured"] > 0
+    assert "worker ÷ kmq throughput" in out

@@ -90,5 +90,5 @@ def test_an_unreachable_cluster_is_named(kafka: KafkaCluster) -> None:
 def test_help_lists_every_command(kafka: Any) -> None:
     result = kmq(kafka, "--help")
     assert result.returncode == 0
-    for command in ("broker", "topics", "send", "consume", "tracker", "api", "demo", "bench"):
+    for command in ("broker", "topics", "send", "consume", "tracker", "api", "demo", "bench", "worker", "dlq"):
         assert command in result.stdout

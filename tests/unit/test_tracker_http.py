@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -9,7 +10,8 @@ import httpx
 import pytest
 
 from kmq.errors import ConfigError
-from tracker.http import HealthServer
+from tests.helpers import wait_for
+from tracker.http import MAX_CONNECTIONS, REQUEST_TIMEOUT_S, HealthServer
 from tracker.metrics import TrackerMetrics
 
 
@@ -99,3 +101,37 @@ def test_a_port_in_use_is_a_config_error_naming_the_setting() -> None:
             HealthServer("127.0.0.1", first.port, TrackerMetrics(), FakeStatus())
     finally:
         first.stop()
+
+
+def test_idle_connections_never_stall_the_probes(served: tuple[str, FakeStatus, TrackerMetrics]) -> None:
+    url, status, _ = served
+    status.is_ready = True
+    port = int(url.rsplit(":", 1)[1])
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]  # connected, never sending a request
+    try:
+        for path in ("/healthz", "/metrics", "/readyz"):
+            assert httpx.get(f"{url}{path}", timeout=1.0).status_code == 200
+    finally:
+        for connection in idle:
+            connection.close()
+
+
+def test_connections_past_the_limit_are_closed_and_probes_still_answer(
+    served: tuple[str, FakeStatus, TrackerMetrics],
+) -> None:
+    url, _, _ = served
+    port = int(url.rsplit(":", 1)[1])
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(MAX_CONNECTIONS + 4)]
+    try:
+        # the extra connections are closed by the server at once; the idle ones time out and free their slots
+        wait_for(lambda: _probe_answers(f"{url}/healthz"), timeout_s=REQUEST_TIMEOUT_S + 5, what="a probe answer")
+    finally:
+        for connection in idle:
+            connection.close()
+
+
+def _probe_answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=0.5).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -1,0 +1,146 @@
+"""`SettleView`: the `Settlements` of one queue, read from its markers topic by a thread of its own.
+
+Each replica reads every markers partition (assigned, not subscribed: every replica needs every note) and commits,
+under group `<markers topic>__api`, the offset a restarted replica must read from: the first note still remembered
+on that partition, else how far it has read. Settles wait until the view has read up to the end it found at start
+(partition EOF), so a restarted replica never takes a settled receipt for a fresh one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Message as KafkaMessage
+
+from api.settlements import HEADER, Action, Note, Settlements
+from kmq.config import KmqConfig
+from kmq.kafka import consumer_settings
+from kmq.markers import MarkerKey
+
+_log = logging.getLogger(__name__)
+COMMIT_INTERVAL_S = 2.0
+_POLL_S = 0.1
+_BATCH = 1000
+_COMMITTED_TIMEOUT_S = 5.0
+_KEY_BYTES = 12
+
+
+class SettleView:
+    """Thread-safe: the reading thread feeds it, request handlers ask it and add their own notes at once."""
+
+    def __init__(self, config: KmqConfig, partitions: int) -> None:
+        self.topic = config.markers_topic
+        self.group_id = f"{config.markers_topic}__api"
+        self.caught_up = threading.Event()
+        self._settlements = Settlements()
+        self._lock = threading.Lock()
+        self._positions: dict[int, int] = {}
+        self._not_at_end = set(range(partitions))
+        self._consumer = Consumer(consumer_settings(config, self.group_id, enable_partition_eof=True))
+        self._partitions = partitions
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"kmq-api-settled-{config.queue_topic}", daemon=True)
+        self._thread.start()
+
+    def __len__(self) -> int:
+        """Deliveries with notes remembered (a gauge of the facade's metrics)."""
+        with self._lock:
+            return len(self._settlements)
+
+    def settled_by(self, key: MarkerKey, issued_at_ms: int) -> Action | None:
+        with self._lock:
+            return self._settlements.settled_by(key.partition, key.offset, issued_at_ms)
+
+    def observe(self, key: MarkerKey, note: Note, marker_offset: int) -> None:
+        """A note this replica has just written (acknowledged): known at once, before it is read back."""
+        with self._lock:
+            self._settlements.observe(key.partition, key.offset, note, marker_offset)
+
+    def close(self) -> None:
+        self._stopping.set()
+        self._thread.join()
+        try:
+            self._commit()
+        finally:
+            self._consumer.close()
+
+    def _assign(self) -> bool:
+        """Read from where the group's commit says (the start when none): retried until it works, since a group
+        coordinator just started (or moved) answers NOT_COORDINATOR for a while. True once assigned."""
+        while not self._stopping.is_set():
+            wanted = [TopicPartition(self.topic, p) for p in range(self._partitions)]
+            try:
+                committed = self._consumer.committed(wanted, timeout=_COMMITTED_TIMEOUT_S)
+            except KafkaException as e:
+                _log.info("reading the committed offsets of %s (retrying): %s", self.group_id, e)
+                self._stopping.wait(_POLL_S)
+                continue
+            self._consumer.assign(
+                [TopicPartition(self.topic, tp.partition, max(tp.offset, OFFSET_BEGINNING)) for tp in committed]
+            )
+            return True
+        return False
+
+    def _run(self) -> None:
+        if not self._assign():
+            return
+        next_commit = time.monotonic() + COMMIT_INTERVAL_S
+        while not self._stopping.is_set():
+            try:
+                self._read(self._consumer.consume(_BATCH, _POLL_S))
+                if time.monotonic() >= next_commit:
+                    next_commit = time.monotonic() + COMMIT_INTERVAL_S
+                    self._prune_and_commit()
+            except KafkaException as e:  # the cluster's trouble: keep reading, the requests answer 503 meanwhile
+                _log.warning("reading %s for settled receipts: %s", self.topic, e)
+                self._stopping.wait(_POLL_S)
+
+    def _read(self, records: list[KafkaMessage]) -> None:
+        with self._lock:
+            for record in records:
+                error = record.error()
+                if error is None:
+                    self._note(record)
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    self._at_end(record.partition() or 0)
+                else:
+                    _log.warning("reading %s: %s", self.topic, error.str())
+
+    def _note(self, record: KafkaMessage) -> None:
+        partition, offset = record.partition() or 0, record.offset() or 0
+        self._positions[partition] = offset + 1
+        headers: list[tuple[str, bytes | None]] = record.headers() or []  # type: ignore[assignment]  # bytes values
+        for name, value in headers:
+            note = Note.decode(value) if name == HEADER else None
+            key = record.key()
+            if note is not None and isinstance(key, bytes) and len(key) == _KEY_BYTES:
+                message = MarkerKey.decode(key)
+                if message.partition == partition:  # else not a marker (PROTOCOL.md): nobody acts on it
+                    self._settlements.observe(message.partition, message.offset, note, offset)
+
+    def _at_end(self, partition: int) -> None:
+        self._not_at_end.discard(partition)
+        if not self._not_at_end and not self.caught_up.is_set():
+            _log.info("%s read up to its end: settles are served", self.topic)
+            self.caught_up.set()
+
+    def _prune_and_commit(self) -> None:
+        with self._lock:
+            self._settlements.prune(int(time.time() * 1000))
+        self._commit()
+
+    def _commit(self) -> None:
+        with self._lock:
+            floors = {p: self._settlements.floor(p) for p in self._positions}
+            offsets = [
+                TopicPartition(self.topic, p, floor if floor is not None else self._positions[p])
+                for p, floor in floors.items()
+            ]
+        if offsets:
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as e:  # the next commit tries again; a restart then reads a little more
+                _log.warning("committing %s positions of %s: %s", self.group_id, self.topic, e)

@@ -1,0 +1,89 @@
+"""`kmq worker MODULE:FUNCTION`: run a handler on every message of a queue (docs/workers.md)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from types import FrameType
+from typing import Annotated, Any
+
+import typer
+from prometheus_client import start_http_server
+
+from kmq.cli.errors import fail, friendly_errors
+from kmq.cli.options import BootstrapOption, QueueOption, build_config
+from kmq.worker import Worker, WorkerConfig
+from kmq.worker.loader import load_handler
+
+_log = logging.getLogger(__name__)
+_defaults = WorkerConfig()
+
+
+@friendly_errors
+def worker(
+    handler: Annotated[str, typer.Argument(help="the handler, MODULE:FUNCTION (a plain or an async def function)")],
+    bootstrap_servers: BootstrapOption = None,
+    queue: QueueOption = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="handlers running at once")] = _defaults.concurrency,
+    prefetch: Annotated[int, typer.Option(min=0, help="messages received ahead (0: 4 x concurrency)")] = 0,
+    msg_timeout_ms: Annotated[
+        int | None, typer.Option(min=1, help="lease of a message (env KMQ_MSG_TIMEOUT_MS); extended while it runs")
+    ] = None,
+    max_processing_ms: Annotated[
+        int, typer.Option(min=1, help="longest a message is kept, extensions included; then it is retried")
+    ] = _defaults.max_processing_ms,
+    shutdown_grace_ms: Annotated[
+        int, typer.Option(min=0, help="time in-flight handlers get to finish on SIGTERM/SIGINT")
+    ] = _defaults.shutdown_grace_ms,
+    breaker_threshold: Annotated[
+        float, typer.Option(min=0.01, max=1.0, help="failure rate that stops receiving")
+    ] = _defaults.breaker_threshold,
+    breaker_window_ms: Annotated[
+        int, typer.Option(min=1, help="window of that failure rate")
+    ] = _defaults.breaker_window_ms,
+    metrics_port: Annotated[
+        int | None, typer.Option(min=0, max=65535, help="serve Prometheus /metrics on this port")
+    ] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
+) -> None:
+    """Run HANDLER on every message: return = processed, raise kmq.Retry = nack, kmq.Reject = dead letter,
+    any other exception = retry with backoff. SIGTERM/SIGINT stop it gracefully; a second one at once."""
+    _set_log_level(log_level)
+    config = build_config(bootstrap_servers, queue, msg_timeout_ms=msg_timeout_ms)
+    settings = WorkerConfig(
+        concurrency=concurrency,
+        prefetch=prefetch,
+        max_processing_ms=max_processing_ms,
+        shutdown_grace_ms=shutdown_grace_ms,
+        breaker_threshold=breaker_threshold,
+        breaker_window_ms=breaker_window_ms,
+    )
+    runtime = Worker(load_handler(handler), config, settings=settings)
+    if metrics_port is not None:
+        start_http_server(metrics_port, registry=runtime.metrics.registry)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda number, frame: _on_signal(runtime, number, frame))
+    _log.info("worker on %s: %s, concurrency %d", config.queue_topic, handler, concurrency)
+    runtime.run()
+    _log.info("worker stopped cleanly")
+
+
+def _on_signal(runtime: Worker, signum: int, frame: FrameType | None) -> None:
+    name = signal.Signals(signum).name
+    if runtime.stopping:
+        _log.warning("second %s: exiting at once (unfinished messages come back after their deadline)", name)
+        os._exit(128 + signum)
+    _log.info("received %s: finishing in-flight messages (a second signal exits at once)", name)
+    runtime.stop()
+
+
+def _set_log_level(level: str) -> None:
+    numeric: Any = logging.getLevelName(level.upper())
+    if not isinstance(numeric, int):
+        raise fail(f"--log-level: unknown level {level!r} (use debug, info, warning or error)")
+    logging.getLogger("kmq").setLevel(numeric)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("worker")(worker)

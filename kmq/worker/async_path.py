@@ -1,0 +1,137 @@
+"""The asyncio path of `Worker`: `async def` handlers as `concurrency` tasks on one event loop, through
+`AsyncKmqClient` (no blocking call on the loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kmq.aio import AsyncKmqClient
+from kmq.errors import CommitError, MarkerWriteError
+from kmq.message import Message
+from kmq.worker.core import RETRY_NOW, now_ms
+from kmq.worker.outcome import FAILED, AsyncHandler, run_async_handler
+from kmq.worker.settle import settle_async
+
+if TYPE_CHECKING:
+    from kmq.worker.runtime import Worker
+
+_log = logging.getLogger(__name__)
+TICK_S = 0.05
+RECEIVE_RETRY_S = 0.5
+
+
+class AsyncPath:
+    """One run of a worker whose handler is a coroutine function."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.core = worker.core
+        self.handler: AsyncHandler = worker.handler
+        self._work: asyncio.Queue[Message] = asyncio.Queue()
+        self._woken = asyncio.Event()
+        self._draining = False
+        self._running = 0
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        # Stop and handler outcomes may come from other threads (a signal handler, `Worker.stop`).
+        self.core.notify = lambda: _call_soon(loop, self._woken.set)
+        client = await AsyncKmqClient.connect(self.worker.config)
+        tasks = [asyncio.create_task(self._serve(client)) for _ in range(self.worker.settings.concurrency)]
+        # Leases are tended by a task of their own: awaiting a slow receive never delays an extension.
+        tender = asyncio.create_task(self._tend_forever(client))
+        tasks.append(tender)
+        self.worker.ready.set()
+        try:
+            while not self.worker.stopping:
+                await self._turn(client)
+        finally:
+            await self._shutdown(client, tasks)
+
+    async def _turn(self, client: AsyncKmqClient) -> None:
+        core = self.core
+        self._woken.clear()
+        for msg in core.releasable():
+            self._work.put_nowait(msg)
+        budget = core.budget()
+        if not budget:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), TICK_S)
+            return
+        try:
+            batch = await client.receive(budget, self.worker.settings.poll_timeout_ms / 1000)
+        except (MarkerWriteError, CommitError) as e:
+            _log.warning("receive failed, the batch will be read again: %s", e)
+            await asyncio.sleep(RECEIVE_RETRY_S)
+            return
+        if batch:
+            core.admit(batch, now_ms())
+            for msg in batch:
+                self._work.put_nowait(msg)
+
+    async def _tend_forever(self, client: AsyncKmqClient) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            await self._tend(client)
+
+    async def _tend(self, client: AsyncKmqClient) -> None:
+        now = now_ms()
+        with self.core.lock:
+            due = self.core.due(now)
+        for msg, timeout_ms in due.extend:
+            # Checked and submitted with no await in between: a message settled meanwhile is not extended.
+            if (msg.partition, msg.offset) in self.core.leases:
+                await client.extend(msg, timeout_ms)
+        for msg in due.expired:
+            await settle_async(client, msg, FAILED)
+        self.core.publish(now)
+
+    async def _serve(self, client: AsyncKmqClient) -> None:
+        core = self.core
+        while True:
+            msg = await self._work.get()
+            if self._draining:
+                if core.release(msg):
+                    await settle_async(client, msg, RETRY_NOW)
+                continue
+            if not core.may_start(msg):
+                continue
+            self._running += 1
+            try:
+                outcome = await run_async_handler(self.handler, msg)
+            finally:
+                self._running -= 1
+            if core.finish(msg, outcome):
+                await settle_async(client, msg, outcome)
+
+    async def _shutdown(self, client: AsyncKmqClient, tasks: list[asyncio.Task[None]]) -> None:
+        self._draining = True
+        for msg in self.core.held_out():
+            await settle_async(client, msg, RETRY_NOW)
+        while not self._work.empty():
+            msg = self._work.get_nowait()
+            if self.core.release(msg):
+                await settle_async(client, msg, RETRY_NOW)
+        deadline = time.monotonic() + self.worker.settings.shutdown_grace_ms / 1000
+        while self._running > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(TICK_S)  # polling the handlers' count (the tending task keeps extending leases)
+        abandoned = self.core.abandon()
+        if abandoned:
+            _log.warning("%d messages still in progress after the grace period: nacked", len(abandoned))
+        for msg in abandoned:
+            await settle_async(client, msg, RETRY_NOW)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.core.publish(now_ms())
+        await client.close()
+        _log.info("worker on %s stopped", self.worker.config.queue_topic)
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> None:
+    loop.call_soon_threadsafe(callback)

@@ -1,0 +1,221 @@
+"""`WorkerCore`: the state a worker's receiving loop shares with its handlers — leases, the circuit breaker, counts —
+under one lock. No Kafka here: callers apply what it decides with their client (sync or async)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+
+from kmq.config import KmqConfig
+from kmq.message import Message
+from kmq.worker.breaker import BreakerState, CircuitBreaker, Transition
+from kmq.worker.config import WorkerConfig
+from kmq.worker.leases import Due, LeaseSchedule
+from kmq.worker.metrics import WorkerMetrics
+from kmq.worker.outcome import OK, Outcome
+
+_log = logging.getLogger(__name__)
+RETRY_NOW = Outcome("retry", 0)  # shutdown: a message not finished comes back at once
+_TALLY = {"ok": "processed", "retry": "retried", "failed": "failed", "reject": "rejected"}
+
+
+def now_ms() -> int:
+    """Wall-clock ms: leases compare with `Message.deadline_ms`, which the client takes from the wall clock."""
+    return time.time_ns() // 1_000_000
+
+
+class WorkerCore:
+    """Counts `outstanding` messages (received, not settled) against `capacity`."""
+
+    def __init__(self, config: KmqConfig, settings: WorkerConfig, metrics: WorkerMetrics) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.lock = threading.Lock()
+        self.leases: LeaseSchedule[tuple[int, int], Message] = LeaseSchedule(
+            settings.margin_ms(config.msg_timeout_ms),
+            settings.extension_ms(config.msg_timeout_ms),
+            settings.max_processing_ms,
+        )
+        self.breaker = CircuitBreaker(
+            settings.breaker_window_ms,
+            settings.breaker_threshold,
+            settings.breaker_min_calls,
+            settings.breaker_backoff_ms,
+            settings.breaker_backoff_max_ms,
+            settings.breaker_probes,
+        )
+        self.capacity = settings.capacity
+        self.refill = max(1, self.capacity // 2)
+        self.held: deque[Message] = deque()  # received, waiting for the breaker to let them start
+        self.tallies: Counter[str] = Counter()  # the rarer outcomes; `processed` apart, as an int (hot path)
+        self.processed = 0
+        self._unrecorded_ok = 0
+        self.wake = threading.Event()  # set when the loop may receive again
+        self.notify: Callable[[], None] = self.wake.set  # the async path wakes its loop instead
+
+    @property
+    def outstanding(self) -> int:
+        return len(self.leases)
+
+    def admit(self, messages: list[Message], now_ms: int) -> None:
+        """A received batch (its messages share one deadline)."""
+        if not messages:
+            return
+        with self.lock:
+            self.leases.add_all((((m.partition, m.offset), m) for m in messages), now_ms, messages[0].deadline_ms)
+
+    def may_start(self, msg: Message) -> bool:
+        """True when the handler may run now; else the message is held (or was given up while it waited)."""
+        if self.breaker.state is BreakerState.CLOSED:  # read unlocked: at worst one more starts as it opens
+            return (msg.partition, msg.offset) in self.leases.held
+        with self.lock:
+            if (msg.partition, msg.offset) not in self.leases.held:
+                return False  # expired or abandoned while it waited
+            permits = self.breaker.permits()
+            if permits is None:
+                return True  # closed meanwhile
+            if permits == 0:
+                self.held.append(msg)
+                return False
+            self.breaker.probing(1)
+            return True
+
+    def finish(self, msg: Message, outcome: Outcome) -> bool:
+        """The handler returned; True when the caller must settle the message (it still holds the lease).
+
+        Successes reach the breaker in bulk (before any failure is counted, and once per loop turn): a success is
+        an integer increment here."""
+        with self.lock:
+            held = self.leases.held
+            owned = held.pop((msg.partition, msg.offset), None) is not None
+            if owned:
+                if outcome is OK and self.breaker.state is BreakerState.CLOSED:
+                    self.processed += 1
+                    self._unrecorded_ok += 1
+                else:
+                    self._record(outcome, now_ms())
+            if self.capacity - len(held) >= self.refill and not self.wake.is_set():
+                self.notify()
+        return owned
+
+    def finish_ok(self, messages: list[Message]) -> list[Message]:
+        """`finish` for handlers that returned, in one go: those the caller must acknowledge."""
+        with self.lock:
+            held = self.leases.held
+            owned = [msg for msg in messages if held.pop((msg.partition, msg.offset), None) is not None]
+            if self.breaker.state is BreakerState.CLOSED:
+                self.processed += len(owned)
+                self._unrecorded_ok += len(owned)
+            else:
+                now = now_ms()
+                for _ in owned:
+                    self._record(OK, now)
+            if self.capacity - len(held) >= self.refill and not self.wake.is_set():
+                self.notify()
+        return owned
+
+    def _record(self, outcome: Outcome, now: int) -> None:
+        if outcome is OK:
+            self.processed += 1
+        else:
+            self.tallies[_TALLY[outcome.kind]] += 1
+        self._flush_successes(now)
+        transition = self.breaker.record(outcome.downstream_ok, now)
+        if transition is not None:
+            self._transition(transition)
+
+    def _flush_successes(self, now: int) -> None:
+        if self._unrecorded_ok:
+            self.breaker.record_successes(self._unrecorded_ok, now)
+            self._unrecorded_ok = 0
+
+    def release(self, msg: Message) -> bool:
+        """Give up a message that never started (shutdown); True when the caller must nack it."""
+        with self.lock:
+            return self.leases.remove((msg.partition, msg.offset))
+
+    def due(self, now_ms: int) -> Due[Message]:
+        """Leases to extend now and messages that ran too long (counted as failed). Call with `lock` held, and
+        extend before releasing it, so that no END of a message can precede its extension."""
+        self._flush_successes(now_ms)
+        self._transition(self.breaker.poll(now_ms))
+        due = self.leases.due(now_ms)
+        self.tallies["extended"] += len(due.extend)
+        self.tallies["expired"] += len(due.expired)
+        for msg in due.expired:
+            _log.warning(
+                "%s[%d]@%d ran past the maximum processing time (%d ms): nacked, its result will be ignored",
+                msg.topic,
+                msg.partition,
+                msg.offset,
+                self.settings.max_processing_ms,
+            )
+            self._transition(self.breaker.record(False, now_ms))
+        return due
+
+    def budget(self) -> int:
+        """Messages the loop may receive now: none while the breaker is open or messages are held."""
+        with self.lock:
+            permits = self.breaker.permits()
+            free = self.capacity - len(self.leases)
+            if permits is None:
+                return free if free >= self.refill else 0
+            return 0 if self.held else min(free, permits)
+
+    def releasable(self) -> list[Message]:
+        """Held messages that may be tried again: all once closed, the probes' worth when half open."""
+        with self.lock:
+            permits = self.breaker.permits()
+            count = len(self.held) if permits is None else min(permits, len(self.held))
+            return [self.held.popleft() for _ in range(count)]
+
+    def held_out(self) -> list[Message]:
+        """Shutdown: the held messages, which never started, given up (the caller nacks them)."""
+        with self.lock:
+            items = list(self.held)
+            self.held.clear()
+            for msg in items:
+                self.leases.remove((msg.partition, msg.offset))
+            return items
+
+    def abandon(self) -> list[Message]:
+        """Every message still held (shutdown past the grace period): the caller nacks them."""
+        with self.lock:
+            items = self.leases.items()
+            self.leases.held.clear()
+            self.held.clear()
+            return items
+
+    def publish(self, now_ms: int) -> None:
+        """Counts and gauges to the metrics (once per loop turn, not per message)."""
+        with self.lock:
+            tallies, self.tallies = self.tallies, Counter()
+            tallies["processed"], self.processed = self.processed, 0
+            rate = self.breaker.failure_rate(now_ms)
+            outstanding = len(self.leases)
+        self.metrics.add(dict(tallies))
+        self.metrics.failure_rate.labels(self.metrics.topic).set(rate)
+        self.metrics.in_flight.labels(self.metrics.topic).set(outstanding)
+
+    def _transition(self, transition: Transition | None) -> None:
+        if transition is None:
+            return
+        self.metrics.transition(transition)
+        if transition.after is BreakerState.OPEN:
+            _log.warning(
+                "circuit breaker open on %s: failure rate %.0f%%; receiving stops for %d ms",
+                self.metrics.topic,
+                transition.failure_rate * 100,
+                transition.backoff_ms,
+            )
+        else:
+            _log.warning(
+                "circuit breaker %s on %s (was %s)",
+                transition.after.value.replace("_", " "),
+                self.metrics.topic,
+                transition.before.value.replace("_", " "),
+            )
+        self.notify()

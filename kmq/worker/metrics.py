@@ -1,0 +1,63 @@
+"""Every metric of a worker, on a registry of its own; labels are limited to the topic."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+from kmq.worker.breaker import BreakerState, Transition
+
+_TOPIC = ("topic",)
+
+
+class WorkerMetrics:
+    """Outcome counters are fed in bulk (`add`), not per message: the hot path only counts integers."""
+
+    def __init__(self, topic: str, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        self.topic = topic
+        r = self.registry
+
+        def counter(name: str, doc: str) -> Counter:
+            return Counter(name, doc, _TOPIC, registry=r)
+
+        self.processed = counter("kmq_worker_processed", "Messages the handler processed (acknowledged)")
+        self.retried = counter("kmq_worker_retried", "Messages nacked: Retry raised, or the handler failed")
+        self.failed = counter("kmq_worker_failed", "Handler exceptions other than Retry and Reject")
+        self.rejected = counter("kmq_worker_rejected", "Messages dead-lettered by Reject")
+        self.extended = counter("kmq_worker_lease_extensions", "Leases extended while a handler ran")
+        self.expired = counter("kmq_worker_expired", "Messages past the maximum processing time (nacked)")
+        self.breaker_opened = counter("kmq_worker_breaker_opened", "Transitions of the breaker to open")
+        self.breaker_half_opened = counter("kmq_worker_breaker_half_opened", "Transitions of the breaker to half open")
+        self.breaker_closed = counter("kmq_worker_breaker_closed", "Transitions of the breaker to closed")
+        self.breaker_state = Gauge(
+            "kmq_worker_breaker_state", "Circuit breaker: 0 closed, 1 half open, 2 open", _TOPIC, registry=r
+        )
+        self.failure_rate = Gauge(
+            "kmq_worker_failure_rate", "Failed share of handler outcomes over the breaker's window", _TOPIC, registry=r
+        )
+        self.in_flight = Gauge("kmq_worker_in_flight", "Messages received and not yet settled", _TOPIC, registry=r)
+        self.breaker_state.labels(topic).set(0)
+
+    def add(self, tallies: dict[str, int]) -> None:
+        """Add counts by attribute name (`processed`, `retried`, ...)."""
+        for name, count in tallies.items():
+            if count:
+                counter: Counter = getattr(self, name)
+                counter.labels(self.topic).inc(count)
+
+    def transition(self, transition: Transition) -> None:
+        counter = {
+            BreakerState.OPEN: self.breaker_opened,
+            BreakerState.HALF_OPEN: self.breaker_half_opened,
+            BreakerState.CLOSED: self.breaker_closed,
+        }[transition.after]
+        counter.labels(self.topic).inc()
+        self.breaker_state.labels(self.topic).set(transition.after.level)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def value(self, name: str) -> float:
+        """A sample's current value (0 when absent), e.g. `kmq_worker_breaker_opened_total`."""
+        found = self.registry.get_sample_value(name, {"topic": self.topic})
+        return 0.0 if found is None else found

@@ -1,0 +1,163 @@
+"""`Worker`: receives from a queue and runs a handler on each message — the loop users would otherwise write by hand
+around `KmqClient` (receive, try, processed / nack / reject, extend long jobs, shut down cleanly).
+
+Plain functions run on `concurrency` threads; `async def` handlers on an event loop with `AsyncKmqClient`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+import time
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from kmq.client import KmqClient
+from kmq.config import KmqConfig
+from kmq.errors import CommitError, MarkerWriteError
+from kmq.worker.async_path import AsyncPath
+from kmq.worker.config import WorkerConfig
+from kmq.worker.core import RETRY_NOW, WorkerCore, now_ms
+from kmq.worker.metrics import WorkerMetrics
+from kmq.worker.outcome import FAILED, Handler
+from kmq.worker.settle import settle
+from kmq.worker.threads import HandlerThreads
+
+_log = logging.getLogger(__name__)
+TICK_S = 0.05  # longest sleep of the loop: lease extensions and the breaker's clock are checked this often
+RECEIVE_RETRY_S = 0.5
+
+
+class Worker:
+    """Runs `handler(message)` for every message of `config.queue_topic` until `stop()`.
+
+    Returning acknowledges the message; `raise kmq.Retry(delay_ms)` nacks it; `raise kmq.Reject(reason)`
+    dead-letters it; any other exception retries it with the configured backoff (and is logged with the message's
+    topic, partition and offset). Leases of messages whose handler still runs are extended; a circuit breaker
+    stops receiving while most handlers fail. Metrics are on `metrics.registry`.
+    """
+
+    def __init__(
+        self,
+        handler: Handler,
+        config: KmqConfig,
+        concurrency: int | None = None,
+        settings: WorkerConfig | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        settings = settings or WorkerConfig()
+        if concurrency is not None:
+            settings = WorkerConfig(**{**settings.model_dump(), "concurrency": concurrency})
+        self.handler = handler
+        self.config = config
+        self.settings = settings
+        self.is_async = _is_async(handler)
+        self.metrics = WorkerMetrics(config.queue_topic, registry)
+        self.core = WorkerCore(config, settings, self.metrics)
+        self._stop = threading.Event()
+        self.client: KmqClient | None = None  # the thread path's client while it runs
+        self.ready = threading.Event()  # set once the client is connected (the group is joined on first receive)
+
+    def run(self) -> None:
+        """Work until `stop()`; then finish in-flight handlers (within the grace period), flush and close."""
+        if self.is_async:
+            asyncio.run(AsyncPath(self).run())
+        else:
+            self._run_threads()
+
+    def stop(self) -> None:
+        """Stop receiving and shut down gracefully (thread-safe, idempotent; e.g. from a signal handler)."""
+        self._stop.set()
+        self.core.notify()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run_in_thread(self) -> threading.Thread:
+        thread = threading.Thread(target=self.run, name="kmq-worker", daemon=True)
+        thread.start()
+        return thread
+
+    def _run_threads(self) -> None:
+        client = self.client = KmqClient(self.config)
+        threads = HandlerThreads(self.core, client, self.handler, self.settings.concurrency)
+        tending = threading.Event()
+        # Leases are tended on a thread of their own: a slow receive (an acks=all flush, a commit) never delays an
+        # extension. It writes pending acknowledgements too, so a slow receive never delays an END either.
+        tender = threading.Thread(target=self._tend_until, args=(client, threads, tending), name="kmq-leases")
+        tender.start()
+        self.ready.set()
+        try:
+            while not self._stop.is_set():
+                self._turn(client, threads)
+        finally:
+            self._shutdown(client, threads, tending, tender)
+
+    def _turn(self, client: KmqClient, threads: HandlerThreads) -> None:
+        core = self.core
+        core.wake.clear()
+        threads.write_acks()
+        threads.submit(core.releasable())
+        budget = core.budget()
+        if not budget:
+            core.wake.wait(TICK_S)
+            return
+        try:
+            batch = client.receive(budget, self.settings.poll_timeout_ms / 1000)
+        except (MarkerWriteError, CommitError) as e:
+            _log.warning("receive failed, the batch will be read again: %s", e)
+            self._stop.wait(RECEIVE_RETRY_S)
+            return
+        if batch:
+            core.admit(batch, now_ms())
+            threads.submit(batch)
+
+    def _tend_until(self, client: KmqClient, threads: HandlerThreads, done: threading.Event) -> None:
+        while not done.wait(TICK_S):
+            threads.write_acks()
+            self._tend(client)
+
+    def _tend(self, client: KmqClient) -> None:
+        """Extend leases near their deadline and fail those past the maximum processing time; publish metrics."""
+        now = now_ms()
+        with self.core.lock:  # extensions are produced before any END of the same message (see WorkerCore.due)
+            due = self.core.due(now)
+            for msg, timeout_ms in due.extend:
+                client.extend(msg, timeout_ms)
+            for msg in due.expired:
+                settle(client, msg, FAILED)
+        self.core.publish(now)
+
+    def _shutdown(
+        self, client: KmqClient, threads: HandlerThreads, tending: threading.Event, tender: threading.Thread
+    ) -> None:
+        """Nack what never started, give running handlers the grace period, nack the rest, flush and close."""
+        threads.draining = True
+        for msg in self.core.held_out():
+            settle(client, msg, RETRY_NOW)
+        deadline = time.monotonic() + self.settings.shutdown_grace_ms / 1000
+        while threads.running > 0 and time.monotonic() < deadline:
+            time.sleep(TICK_S)  # polling the handlers' count against the grace deadline (leases still tended)
+        tending.set()
+        tender.join()
+        threads.write_acks()
+        abandoned = self.core.abandon()
+        if abandoned:
+            _log.warning("%d messages still in progress after the grace period: nacked", len(abandoned))
+        for msg in abandoned:
+            settle(client, msg, RETRY_NOW)
+        threads.stop()
+        threads.write_acks()  # a handler that finished meanwhile
+        self.core.publish(now_ms())
+        client.close()
+        _log.info("worker on %s stopped", self.config.queue_topic)
+
+
+def _is_async(handler: Any) -> bool:
+    """A coroutine function, or an object whose `__call__` is one."""
+    call = type(handler).__call__ if not inspect.isroutine(handler) else None
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)

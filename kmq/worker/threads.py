@@ -1,0 +1,94 @@
+"""The thread-pool path of `Worker`: plain-function handlers on `concurrency` threads fed from one queue."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections import deque
+
+from kmq.client import KmqClient
+from kmq.message import Message
+from kmq.worker.core import RETRY_NOW, WorkerCore
+from kmq.worker.outcome import OK, Handler, run_handler
+from kmq.worker.settle import settle
+
+_STOP = None
+MAX_CHUNK = 32
+
+
+class HandlerThreads:
+    """`concurrency` threads: each takes a message, checks the breaker lets it start, runs the handler, settles.
+
+    Acknowledgements are left in `acked` for the loop's thread to write (`write_acks`): END markers are then produced
+    by the thread that produces the extensions, so an END can never overtake an extension of its message, and the
+    handler threads do not contend for the producer (the cost of a message stays near the bare client's)."""
+
+    def __init__(self, core: WorkerCore, client: KmqClient, handler: Handler, concurrency: int) -> None:
+        self._core, self._client, self._handler = core, client, handler
+        self._queue: queue.SimpleQueue[list[Message] | None] = queue.SimpleQueue()
+        self._concurrency = concurrency
+        self.draining = False  # shutdown: messages not started yet are nacked, not run
+        self.acked: deque[Message] = deque()
+        self._busy = [False] * concurrency  # each thread writes its own slot only
+        self._threads = [
+            threading.Thread(target=self._serve, args=(i,), name=f"kmq-worker-{i}", daemon=True)
+            for i in range(concurrency)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, messages: list[Message]) -> None:
+        """Hand messages to the threads: one by one while few are waiting, in small chunks when many are (a chunk
+        costs one hand-off and one acknowledgement step; a slow handler then delays only its chunk-mates)."""
+        size = max(1, min(MAX_CHUNK, len(messages) // (4 * self._concurrency)))
+        put = self._queue.put
+        for start in range(0, len(messages), size):
+            put(messages[start : start + size])
+
+    @property
+    def running(self) -> int:
+        """Handlers running now."""
+        return sum(self._busy)
+
+    def write_acks(self) -> None:
+        """END markers for the messages processed since the last call (the loop's thread calls this)."""
+        acked, processed = self.acked, self._client.processed
+        while acked:
+            processed(acked.popleft())
+
+    def stop(self) -> None:
+        """Let idle threads end (busy ones end after their handler; they are daemons either way)."""
+        for _ in self._threads:
+            self._queue.put(_STOP)
+
+    def _serve(self, index: int) -> None:
+        get, core, busy = self._queue.get, self._core, self._busy
+        while (chunk := get()) is not _STOP:
+            if self.draining:
+                self._give_back(chunk)
+                continue
+            busy[index] = True
+            done = self._run(chunk)
+            busy[index] = False
+            if done:
+                self.acked.extend(core.finish_ok(done))
+
+    def _run(self, chunk: list[Message]) -> list[Message]:
+        """Run the handler on each message the breaker lets start; those it returned from (the rest are settled)."""
+        core, handler, done = self._core, self._handler, []
+        for msg in chunk:
+            if self.draining:
+                self._give_back([msg])
+            elif core.may_start(msg):
+                outcome = run_handler(handler, msg)
+                if outcome is OK:
+                    done.append(msg)
+                elif core.finish(msg, outcome):
+                    settle(self._client, msg, outcome)
+        return done
+
+    def _give_back(self, messages: list[Message]) -> None:
+        """Shutdown: messages that never started come back at once."""
+        for msg in messages:
+            if self._core.release(msg):
+                settle(self._client, msg, RETRY_NOW)

@@ -1,0 +1,82 @@
+"""The worker's lease schedule: which leases to extend and which expire, on an explicit clock."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kmq.worker.leases import LeaseSchedule
+
+
+def schedule(max_processing_ms: int = 10_000) -> LeaseSchedule[int, str]:
+    return LeaseSchedule(margin_ms=1_000, extension_ms=3_000, max_processing_ms=max_processing_ms)
+
+
+def test_nothing_is_due_before_the_margin() -> None:
+    leases = schedule()
+    leases.add(1, "a", received_ms=0, deadline_ms=3_000)
+    assert leases.next_due_ms() == 2_000
+    due = leases.due(1_999)
+    assert (due.extend, due.expired) == ([], [])
+
+
+def test_a_lease_near_its_deadline_is_extended_from_now() -> None:
+    leases = schedule()
+    leases.add(1, "a", received_ms=0, deadline_ms=3_000)
+    due = leases.due(2_000)
+    assert due.extend == [("a", 3_000)]
+    # the new deadline is now + 3 000: due again at 4 000
+    assert leases.next_due_ms() == 4_000
+    assert leases.due(3_999).extend == []
+
+
+def test_removed_leases_are_never_extended() -> None:
+    leases = schedule()
+    leases.add(1, "a", 0, 3_000)
+    leases.add(2, "b", 0, 3_000)
+    assert leases.remove(1)
+    assert not leases.remove(1)
+    assert leases.due(2_500).extend == [("b", 3_000)]
+
+
+def test_the_last_extension_stops_at_the_maximum_processing_time_then_it_expires() -> None:
+    leases = schedule(max_processing_ms=7_000)
+    leases.add(1, "a", 0, 3_000)
+    assert leases.due(2_000).extend == [("a", 3_000)]  # deadline 5 000
+    assert leases.due(4_000).extend == [("a", 3_000)]  # 3 000 left before 7 000: deadline 7 000
+    due = leases.due(6_000)  # 1 000 left: no more extension
+    assert (due.extend, due.expired) == ([], ["a"])
+    assert len(leases) == 0 and 1 not in leases
+    assert not leases.remove(1)
+
+
+def test_an_extension_shorter_than_the_margin_is_refused() -> None:
+    with pytest.raises(ValueError, match="longer than the margin"):
+        LeaseSchedule[int, str](margin_ms=1_000, extension_ms=1_000, max_processing_ms=10_000)
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 5_000), st.booleans()), max_size=60))
+def test_every_lease_held_past_its_margin_is_either_extended_or_expired(
+    ops: list[tuple[int, int, bool]],
+) -> None:
+    leases = schedule(max_processing_ms=6_000)
+    deadlines: dict[int, int] = {}
+    now = 0
+    for key, step, remove in ops:
+        now += step // 10
+        if remove:
+            assert leases.remove(key) == (key in deadlines)
+            deadlines.pop(key, None)
+        elif key not in deadlines:
+            leases.add(key, str(key), now, now + 3_000)
+            deadlines[key] = now + 3_000
+        due = leases.due(now)
+        for item, timeout_ms in due.extend:
+            assert timeout_ms > 1_000
+            deadlines[int(item)] = now + timeout_ms
+        for item in due.expired:
+            del deadlines[int(item)]
+        # invariant: nothing still held is within the margin of its deadline
+        assert all(deadline - now > 1_000 for deadline in deadlines.values())
+        assert len(leases) == len(deadlines)
