@@ -150,3 +150,7 @@ class JvmKmqError(KmqError):
 
 class TrackerCompatibilityError(KmqError):
     """The call needs this project's tracker, but the config declares SoftwareMill's JVM tracker."""
+
+
+class AckInputError(KmqError, ValueError):
+    """A row given to the Spark acknowledgement sink is invalid (unknown status, null partition or offset)."""

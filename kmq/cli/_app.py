@@ -29,6 +29,7 @@ _BUILTIN = (
     "kmq.cli.bench",
     "kmq.cli.worker",
     "kmq.cli.dlq",
+    "kmq.cli.audit",
 )
 _log = logging.getLogger(__name__)
 _registered = False

@@ -23,6 +23,7 @@ from kmq.errors import BenchError, ConfigError
 
 _defaults = BenchOptions()
 _REPORT_WIDTH = 160
+_SPARK_CONTENDERS = ("spark-kafka", "spark-kmq")
 
 
 @friendly_errors
@@ -57,6 +58,13 @@ def bench(
 
     On an embedded broker unless --bootstrap-servers (or KMQ_BOOTSTRAP_SERVERS) names a cluster.
     """
+    if set(_contenders(contenders)) & set(_SPARK_CONTENDERS):  # a Spark session of their own: kmq/spark/bench_cli.py
+        from kmq.spark.bench_cli import run_spark_contenders
+
+        bootstrap = bootstrap_servers or os.environ.get("KMQ_BOOTSTRAP_SERVERS") or None
+        chosen = resolve_backend(backend) if bootstrap is None else (backend or "kafka")
+        run_spark_contenders(_contenders(contenders), chosen, bootstrap, messages, partitions, size, repeat)
+        return
     options = BenchOptions(
         messages=messages,
         partitions=partitions,

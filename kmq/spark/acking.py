@@ -1,0 +1,130 @@
+"""Per-row acknowledgement from executors, with KmqClient's semantics: ok → END (`processed`), retry → a START
+with the delay (`nack`), reject → the dead-letter topic, waited for, then END (`reject`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from confluent_kafka import Producer
+
+from kmq import headers as h
+from kmq.config import KmqConfig
+from kmq.delivery import DeliveryGroup
+from kmq.errors import AckInputError, DeliveryError
+from kmq.kafka import produce, producer_settings
+from kmq.marker_writer import MarkerWriter
+from kmq.markers import MarkerKey
+from kmq.spark.fetching import fetch_messages
+from kmq.spark.sending import headers as to_headers
+
+STATUSES = ("ok", "retry", "reject")
+ACK_COLUMNS = ("partition", "offset", "status")
+_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """One row of the acknowledgement input; `value` and `headers` (optional columns) spare a re-read on reject."""
+
+    partition: int
+    offset: int
+    status: str
+    delay_ms: int | None = None
+    reason: str | None = None
+    redelivery_count: int = 0
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: h.Headers | None = None
+    has_message: bool = False
+
+
+def parse(fields: dict[str, Any]) -> Ack:
+    """An Ack from a row's fields; AckInputError names what is wrong with the row."""
+    where = f"row (partition={fields.get('partition')}, offset={fields.get('offset')})"
+    for column in ACK_COLUMNS:
+        if fields.get(column) is None:
+            raise AckInputError(f"{where}: column {column!r} is null or missing; every row needs {ACK_COLUMNS}")
+    status = fields["status"]
+    if status not in STATUSES:
+        raise AckInputError(f"{where}: status {status!r} is not one of {', '.join(STATUSES)}; nothing was acked")
+    delay = fields.get("delay_ms")
+    if delay is not None and delay < 0:
+        raise AckInputError(f"{where}: delay_ms must not be negative, got {delay}")
+    return Ack(
+        partition=int(fields["partition"]),
+        offset=int(fields["offset"]),
+        status=status,
+        delay_ms=None if delay is None else int(delay),
+        reason=fields.get("reason"),
+        redelivery_count=int(fields.get("redelivery_count") or 0),
+        key=fields.get("key"),
+        value=fields.get("value"),
+        headers=to_headers(fields.get("headers")),
+        has_message="value" in fields,
+    )
+
+
+def parse_batches(batches: Iterable[pa.RecordBatch]) -> tuple[list[tuple[int, int]], list[Ack]]:
+    """A task's Arrow batches as (the (partition, offset) of its ok rows, an Ack for each other row), every row
+    checked. The ok rows, nearly all of them, stay plain tuples: an END needs nothing else."""
+    ends: list[tuple[int, int]] = []
+    others: list[Ack] = []
+    for batch in batches:
+        partitions, offsets, statuses = (batch.column(name).to_pylist() for name in ACK_COLUMNS)
+        rest: list[int] = []
+        for index, (partition, offset, status) in enumerate(zip(partitions, offsets, statuses, strict=True)):
+            if status == "ok" and partition is not None and offset is not None:
+                ends.append((partition, offset))
+            else:
+                rest.append(index)
+        if rest:
+            rows = batch.take(pa.array(rest)).to_pylist()
+            others.extend(parse(row) for row in rows)
+    return ends, others
+
+
+def apply(config: KmqConfig, acks: Sequence[Ack], ends: Sequence[tuple[int, int]] = ()) -> None:
+    """Write every acknowledgement (`ends`: ok rows as (partition, offset)) and wait for all of them;
+    DeliveryError fails the task (Spark retries it, and writing the same markers again is harmless)."""
+    markers = MarkerWriter(config)
+    _dead_letter(config, [ack for ack in acks if ack.status == "reject"])
+    end_at = markers.end_at
+    for partition, offset in ends:
+        end_at(partition, offset)
+    for ack in acks:
+        if ack.status == "retry":
+            delay = config.nack_delay_ms(ack.redelivery_count) if ack.delay_ms is None else ack.delay_ms
+            markers.start(MarkerKey(ack.partition, ack.offset), delay)
+        else:  # ok, and reject once its dead letter is written
+            markers.end_at(ack.partition, ack.offset)
+    remaining = markers.flush(_TIMEOUT_S)
+    if remaining or markers.failed_markers:
+        failed = remaining + markers.failed_markers
+        raise DeliveryError(config.markers_topic, None, f"{failed} acknowledgement markers not written")
+
+
+def _dead_letter(config: KmqConfig, rejects: Iterable[Ack]) -> None:
+    """Write the rejected messages to D (original key, value, headers plus kmq's) and wait until all are stored."""
+    rejects = list(rejects)
+    if not rejects:
+        return
+    missing = [MarkerKey(a.partition, a.offset) for a in rejects if not a.has_message]
+    fetched = fetch_messages(config, missing) if missing else {}
+    producer = Producer(producer_settings(config))
+    group = DeliveryGroup()
+    for index, ack in enumerate(rejects):
+        key, value, headers = _content(ack, fetched)
+        reason = f"rejected: {ack.reason or 'no reason given'}"
+        dead = h.dead_letter(headers, config.queue_topic, ack.partition, ack.offset, reason)
+        produce(producer, config.dead_letter_topic, value, key, dead, on_delivery=group.callback(index))
+    group.wait(producer, _TIMEOUT_S)
+
+
+def _content(ack: Ack, fetched: dict[MarkerKey, tuple[bytes | None, bytes | None, h.Headers]]) -> tuple[
+    bytes | None, bytes | None, h.Headers]:  # fmt: skip
+    if ack.has_message:
+        return ack.key, ack.value, ack.headers or []
+    return fetched[MarkerKey(ack.partition, ack.offset)]

@@ -1,0 +1,77 @@
+"""The options of the `kmq` Spark data sources, read into a frozen `SourceOptions`: a `KmqConfig` and Spark knobs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kmq.config import KafkaValue, KmqConfig
+from kmq.errors import ConfigError
+
+MARKER_FORMATS = ("kmq",)  # "batch" joins when its codec lands (PROTOCOL.md, "Batch markers")
+_KAFKA_PREFIX = "kafka."
+_KNOWN = frozenset(
+    {"bootstrap.servers", "queue", "group", "markers", "dead_letters", "msg_timeout_ms", "marker_format",
+     "max_records_per_batch", "chunk_size", "path", "topic", "checkpointlocation"}
+)  # fmt: skip  # Spark passes "path" and "checkpointLocation" to sources and sinks itself
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """What a reader or writer needs on the driver and on every executor (picklable)."""
+
+    config: KmqConfig
+    marker_format: str = "kmq"
+    max_records_per_batch: int = 0  # 0: no admission limit
+    chunk_size: int = 5_000  # rows per START flush on an executor
+
+    @staticmethod
+    def parse(options: Mapping[str, str]) -> SourceOptions:
+        """Options as Spark passes them (strings, case-insensitive keys); ConfigError names a bad one."""
+        given = {key.lower(): value for key, value in options.items()}
+        unknown = sorted(k for k in given if k not in _KNOWN and not k.startswith(_KAFKA_PREFIX))
+        if unknown:
+            raise ConfigError(unknown[0], f"unknown option; known: {', '.join(sorted(_KNOWN))}, kafka.*")
+        for required in ("bootstrap.servers", "queue"):
+            if not given.get(required):
+                raise ConfigError(required, "option is required, e.g. .option('queue', 'orders')")
+        marker_format = given.get("marker_format", "kmq")
+        if marker_format not in MARKER_FORMATS:
+            raise ConfigError("marker_format", f"{marker_format!r} is not one of {', '.join(MARKER_FORMATS)}")
+        return SourceOptions(
+            config=_config(given),
+            marker_format=marker_format,
+            max_records_per_batch=_int(given, "max_records_per_batch", 0, minimum=0),
+            chunk_size=_int(given, "chunk_size", 5_000, minimum=1),
+        )
+
+
+def _config(given: Mapping[str, str]) -> KmqConfig:
+    kafka: dict[str, KafkaValue] = {k[len(_KAFKA_PREFIX) :]: v for k, v in given.items() if k.startswith(_KAFKA_PREFIX)}
+    fields: dict[str, object] = {
+        "bootstrap_servers": given["bootstrap.servers"],
+        "queue_topic": given["queue"],
+        "markers_topic": given.get("markers", ""),
+        "dead_letter_topic": given.get("dead_letters", ""),
+        "group_id": given.get("group", ""),
+        "kafka_config": kafka,
+    }
+    if "msg_timeout_ms" in given:
+        fields["msg_timeout_ms"] = _int(given, "msg_timeout_ms", 0, minimum=1)
+    try:
+        return KmqConfig(**fields)
+    except ValueError as e:
+        raise ConfigError("options", str(e)) from e
+
+
+def _int(given: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    raw = given.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError as e:
+        raise ConfigError(name, f"must be an integer, got {raw!r}") from e
+    if value < minimum:
+        raise ConfigError(name, f"must be at least {minimum}, got {value}")
+    return value

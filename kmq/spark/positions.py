@@ -1,0 +1,113 @@
+"""The driver's view of the queue: where the kmq group stands, where each partition ends, and committing progress.
+
+Ends come from the high watermark of fetch responses (a consumer parked at the end of each partition), not from
+ListOffsets "latest", which not every broker answers correctly.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+
+from kmq.admin import check_topics
+from kmq.config import KmqConfig
+from kmq.errors import CommitError
+from kmq.kafka import consumer_settings
+
+_log = logging.getLogger(__name__)
+_FIRST_FETCH_S = 10.0
+
+
+class QueuePositions:
+    """A driver-side consumer (never subscribed, so it never joins the group) for offsets, ends and commits."""
+
+    def __init__(self, config: KmqConfig) -> None:
+        self.config = config
+        self.partitions = check_topics(config)
+        settings = consumer_settings(config, config.group_id, fetch_wait_max_ms=100)
+        self._consumer = Consumer(settings)
+        self._parts = [TopicPartition(config.queue_topic, p, OFFSET_END) for p in range(self.partitions)]
+        self._consumer.assign(self._parts)
+        self._ends: dict[int, int] = {}
+
+    def committed(self) -> dict[int, int]:
+        """Where the kmq group stands: its committed offset, else the partition's first offset."""
+        tps = [TopicPartition(self.config.queue_topic, p) for p in range(self.partitions)]
+        found = self._committed(tps)
+        return {tp.partition: tp.offset if tp.offset >= 0 else self._low(tp.partition) for tp in found}
+
+    def ends(self) -> dict[int, int]:
+        """The end of every partition, as the newest fetch responses report it (never going back)."""
+        deadline = time.monotonic() + _FIRST_FETCH_S
+        while True:
+            self._drain()
+            for tp in self._parts:
+                high = self._consumer.get_watermark_offsets(tp, cached=True)
+                if high is not None and high[1] >= 0:
+                    self._ends[tp.partition] = max(self._ends.get(tp.partition, 0), high[1])
+            if len(self._ends) == self.partitions or time.monotonic() > deadline:
+                return {p: self._ends.get(p, 0) for p in range(self.partitions)}
+
+    def _committed(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        """The group's offsets, waiting out a coordinator that is still being chosen (a new group, a restart)."""
+        deadline = time.monotonic() + self.config.metadata_timeout_ms / 1000
+        while True:
+            try:
+                found: list[TopicPartition] = self._consumer.committed(
+                    tps, timeout=self.config.metadata_timeout_ms / 1000
+                )
+            except KafkaException as e:
+                if not _coordinator_busy(e) or time.monotonic() > deadline:
+                    raise
+                _log.info("committed offsets of %s not available yet: %s", self.config.group_id, e)
+                time.sleep(0.2)
+            else:
+                return found
+
+    def commit(self, positions: dict[int, int]) -> None:
+        """Commit the kmq group's offsets (the rest of kmq then sees the stream's progress)."""
+        tps = [TopicPartition(self.config.queue_topic, p, o) for p, o in positions.items() if o > 0]
+        if not tps:
+            return
+        try:
+            self._consumer.commit(offsets=tps, asynchronous=False)
+        except KafkaException as e:
+            if not _coordinator_busy(e):
+                raise CommitError(f"committing {self.config.group_id} offsets on {self.config.queue_topic}: {e}") from e
+            # Spark's checkpoint is the source of truth: the group's offsets only show progress, the next batch retries.
+            _log.warning("committing %s offsets on %s: %s", self.config.group_id, self.config.queue_topic, e)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def _drain(self) -> None:
+        """Discard what the parked consumer fetched and park it again at the newest end it saw."""
+        records = self._consumer.consume(num_messages=10_000, timeout=0.2)
+        for record in records:
+            if record.error() is None:
+                partition, offset = record.partition() or 0, record.offset() or 0
+                self._ends[partition] = max(self._ends.get(partition, 0), offset + 1)
+        for partition, end in self._ends.items():
+            try:
+                self._consumer.seek(TopicPartition(self.config.queue_topic, partition, end))
+            except KafkaException as e:  # not yet fetching: the next call seeks it
+                _log.debug("seek %s[%d]: %s", self.config.queue_topic, partition, e)
+
+    def _low(self, partition: int) -> int:
+        tp = TopicPartition(self.config.queue_topic, partition)
+        low, _ = self._consumer.get_watermark_offsets(tp, timeout=self.config.metadata_timeout_ms / 1000)
+        return max(0, int(low))
+
+
+_COORDINATOR_BUSY = frozenset(
+    {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+     KafkaError._TIMED_OUT, KafkaError.REBALANCE_IN_PROGRESS}
+)  # fmt: skip
+
+
+def _coordinator_busy(error: KafkaException) -> bool:
+    """A group coordinator being chosen or loaded (a new group, a broker restart): worth asking again."""
+    err = error.args[0] if error.args else None
+    return isinstance(err, KafkaError) and (err.code() in _COORDINATOR_BUSY or err.retriable())

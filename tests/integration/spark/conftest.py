@@ -1,0 +1,63 @@
+"""The Spark tier: one local[2] SparkSession for the whole test session (Spark takes seconds to start)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from pyspark.sql import SparkSession
+
+import kmq.spark
+from kmq.config import KmqConfig
+from tracker import TrackerConfig, TrackerService
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    # Executors' Python workers run this interpreter, so they import the kmq under test.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2,3]")  # 2 cores; a failed task is tried up to 3 times
+        .appName("kmq-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.memory", "768m")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "4")
+        .config("spark.sql.streaming.stopTimeout", "30s")
+        .config("spark.task.maxFailures", "4")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    kmq.spark.register(session)
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@contextmanager
+def running_tracker(config: KmqConfig) -> Iterator[TrackerService]:
+    """A tracker in this process, as tests/integration/test_tracker_e2e.py runs one: it redelivers nacked rows."""
+    settings = TrackerConfig(kmq=config, http_port=0, http_host="127.0.0.1", commit_interval_ms=200)
+    service = TrackerService(settings).run_in_thread()
+    try:
+        assert service.wait_ready(30), "tracker not ready within 30 s"
+        yield service
+    finally:
+        service.stop()
+
+
+def source_options(config: KmqConfig, **extra: str) -> dict[str, str]:
+    """The Spark options that point the kmq sources at this config's queue."""
+    options = {
+        "bootstrap.servers": config.bootstrap_servers,
+        "queue": config.queue_topic,
+        "group": config.group_id,
+        "msg_timeout_ms": str(config.msg_timeout_ms),
+    }
+    options.update({f"kafka.{k}": str(v) for k, v in config.kafka_config.items()})
+    return {**options, **extra}

@@ -1,0 +1,124 @@
+"""Faults: the driver SIGKILLed mid-stream and restarted from its checkpoint, and a task failure Spark retries."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from pyspark import TaskContext
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
+
+import kmq.spark
+from kmq.config import KmqConfig
+from kmq.spark.report import AuditReport
+from tests.helpers import committed_offsets, wait_for
+from tests.integration.spark.conftest import running_tracker, source_options
+from tests.integration.spark.pipeline_support import EXAMPLE, processed_numbers, running, send_numbers
+
+pytestmark = pytest.mark.spark
+MakeConfig = Callable[..., KmqConfig]
+
+
+@contextmanager
+def pipeline_process(config: KmqConfig, output: Path, checkpoint: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """examples/spark/pipeline.py as its own driver process (its JVM in the same process group)."""
+    args = ["-b", config.bootstrap_servers, "-q", config.queue_topic, "--output", str(output), "--checkpoint",
+            str(checkpoint), "--master", "local[2]", "--max-records-per-batch", "250", "--poison-every", "0",
+            "--fail-rate", "0", "--msg-timeout-ms", str(config.msg_timeout_ms)]  # fmt: skip
+    env = {**os.environ, "KMQ_KAFKA_CONFIG": json.dumps(config.kafka_config), "PYSPARK_PYTHON": sys.executable}
+    process = subprocess.Popen([sys.executable, str(EXAMPLE), *args], env=env, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        yield process
+    finally:
+        kill(process)
+
+
+def kill(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the driver and its JVM: no shutdown hook, no last commit."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(30)
+
+
+def test_a_driver_killed_mid_stream_and_restarted_from_its_checkpoint_loses_nothing(
+    spark: SparkSession, make_config: MakeConfig, tmp_path: Path
+) -> None:
+    # given 1 000 messages, a tracker, and the example pipeline in its own process, 250 rows per micro-batch
+    messages, partitions = 1_000, 2
+    config = make_config(partitions=partitions, msg_timeout_ms=120_000, max_redeliveries=20)
+    send_numbers(config, messages, partitions)
+    output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    with running_tracker(config):
+        # when the driver is SIGKILLed once some micro-batches are done but not all
+        with pipeline_process(config, output, checkpoint) as first:
+            wait_for(lambda: len(processed_numbers(spark, str(output))) >= 250, 120, interval_s=1, what="a first batch")
+            kill(first)
+        done_before = set(processed_numbers(spark, str(output)))
+        assert len(done_before) < messages, "the first run finished before it was killed: nothing was tested"
+        # and a new driver restarts from the checkpoint
+        with pipeline_process(config, output, checkpoint):
+            wait_for(lambda: len(set(processed_numbers(spark, str(output)))) >= messages, 180, interval_s=2,
+                     what="every number processed")  # fmt: skip
+            # (a copy the tracker redelivered meanwhile must be read and acked too: the audit says when all are)
+            report = wait_for(lambda: _all_acked(spark, source_options(config), messages), 120, interval_s=3,
+                              what="every message acked")  # fmt: skip
+    # then every number was processed (duplicates allowed: at-least-once), and the audit finds nothing unaccounted
+    assert set(processed_numbers(spark, str(output))) == set(range(1, messages + 1))
+    assert report.total("unaccounted") == report.total("pending") == 0, report
+
+
+def test_a_task_that_fails_on_an_executor_is_retried_by_spark_and_loses_nothing(
+    spark: SparkSession, make_config: MakeConfig, tmp_path: Path
+) -> None:
+    # given 600 messages and a streaming query into format("kmq-ack") whose tasks fail on their first attempt
+    messages, partitions = 600, 2
+    config = make_config(partitions=partitions, msg_timeout_ms=120_000)
+    send_numbers(config, messages, partitions)
+    failures = tmp_path / "failures"
+    failures.mkdir()
+    options = source_options(config)
+
+    def fail_first_attempt(partition: int, offset: int) -> str:
+        context = TaskContext.get()
+        if offset % 100 == 50 and context is not None and context.attemptNumber() == 0:
+            (failures / f"{partition}-{offset}").touch()
+            raise RuntimeError(f"injected failure at {partition}/{offset}")
+        return "ok"
+
+    status = F.udf(fail_first_attempt, StringType(), useArrow=False)
+    stream = spark.readStream.format("kmq").options(**options).load()
+    acks = stream.select("partition", "offset", status("partition", "offset").alias("status"))
+    # when the query runs until the group has committed every offset
+    query = (
+        acks.writeStream.format("kmq-ack")
+        .options(**options)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        wait_for(running(query, lambda: sum(committed_offsets(config, partitions).values()) == messages), 120,
+                 interval_s=0.5, what="every offset committed")  # fmt: skip
+    finally:
+        query.stop()
+    # then tasks did fail, and still every message was acked and none is unaccounted
+    assert len(list(failures.iterdir())) >= 2
+    report = wait_for(lambda: _all_acked(spark, options, messages), 30, interval_s=1, what="every message acked")
+    assert report.total("unaccounted") == report.total("pending") == 0
+    assert report.total("first_deliveries") == messages
+
+
+def _all_acked(spark: SparkSession, options: dict[str, str], messages: int) -> AuditReport | None:
+    """The audit once it counts every message acked (the last task's ENDs are flushed as the batch ends)."""
+    report = kmq.spark.audit(spark, **options)
+    return report if report.total("acked") == messages else None

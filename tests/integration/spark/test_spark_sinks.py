@@ -1,0 +1,75 @@
+"""The sinks and batch sources: a DataFrame into a queue, reading topics back, acknowledgement input checks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from pyspark.sql import SparkSession
+
+import kmq.spark
+from kmq import headers as h
+from kmq.config import KmqConfig
+from kmq.errors import AckInputError
+from kmq.markers import EndMarker, MarkerKey
+from tests.helpers import read_topic
+from tests.integration.spark.conftest import source_options
+
+pytestmark = pytest.mark.spark
+MakeConfig = Callable[..., KmqConfig]
+
+
+def test_a_dataframe_sent_to_a_queue_reads_back_with_its_columns(spark: SparkSession, make_config: MakeConfig) -> None:
+    # given a DataFrame of values, keys, headers and partitions
+    config = make_config(partitions=2)
+    rows = [(f"v{i}".encode(), f"k{i}".encode(), [("trace", f"t{i}".encode())], i % 2) for i in range(20)]
+    df = spark.createDataFrame(rows, "value binary, key binary, headers array<struct<key string, value binary>>, "
+                                     "partition int")  # fmt: skip
+    # when it is written with format("kmq")
+    df.write.format("kmq").options(**source_options(config)).mode("append").save()
+    # then the queue holds each row on its partition, and format("kmq") reads them back (no markers written)
+    on_topic = read_topic(config, config.queue_topic, 2)
+    assert sorted((r.value, r.key, r.partition) for r in on_topic) == sorted((v, k, p) for v, k, _, p in rows)
+    back = spark.read.format("kmq").options(**source_options(config)).load().collect()
+    assert sorted((r["value"], r["headers"][0]["value"], r["redelivery_count"]) for r in back) == sorted(
+        (v, f"t{v.decode()[1:]}".encode(), 0) for v, *_ in rows
+    )
+    assert read_topic(config, config.markers_topic, 2) == []
+
+
+def test_bad_acknowledgements_fail_the_batch_and_ack_nothing(spark: SparkSession, make_config: MakeConfig) -> None:
+    config = make_config(partitions=1)
+    options = source_options(config)
+    bad_status = spark.createDataFrame([(0, 0, "ok"), (0, 1, "done")], "partition int, offset long, status string")
+    with pytest.raises(AckInputError, match=r"'done'.*nothing was acked"):
+        kmq.spark.ack(bad_status, **options)
+    null_offset = spark.createDataFrame([(0, 0, "ok"), (0, None, "ok")], "partition int, offset long, status string")
+    with pytest.raises(AckInputError, match="offset=None"):
+        kmq.spark.ack(null_offset, **options)
+    no_status = spark.createDataFrame([(0, 0)], "partition int, offset long")
+    with pytest.raises(AckInputError, match="missing: status"):
+        kmq.spark.ack(no_status, **options)
+    assert read_topic(config, config.markers_topic, 1) == []
+
+
+def test_acks_write_end_nack_and_dead_letter_like_the_client(spark: SparkSession, make_config: MakeConfig) -> None:
+    # given three messages on the queue
+    config = make_config(partitions=1)
+    options = source_options(config)
+    spark.createDataFrame([(b"a",), (b"b",), (b"c",)], "value binary").write.format("kmq").options(**options).mode(
+        "append"
+    ).save()
+    # when they are acked ok, retried after 5 s, and rejected (without the message's columns: read back from Q)
+    acks = spark.createDataFrame(
+        [(0, 0, "ok", None, None), (0, 1, "retry", 5_000, None), (0, 2, "reject", None, "bad input")],
+        "partition int, offset long, status string, delay_ms long, reason string",
+    )
+    kmq.spark.ack(acks, **options)
+    # then the markers are END, START(5000), END, and the rejected message is on D with kmq's headers
+    markers = {MarkerKey.decode(r.key).offset: r.value for r in read_topic(config, config.markers_topic, 1)}
+    assert markers[0] == EndMarker().encode() == markers[2]
+    assert markers[1] == bytes([1]) + (5_000).to_bytes(8, "big")
+    [dead] = read_topic(config, config.dead_letter_topic, 1)
+    assert dead.value == b"c"
+    assert h.get(dead.headers, h.DLQ_REASON) == b"rejected: bad input"
+    assert h.decode_int64(h.get(dead.headers, h.ORIGINAL_OFFSET)) == 2

@@ -1,0 +1,114 @@
+"""The pure parts of kmq.spark: offset ranges and admission control, options, ack rows, marker rows, the report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kmq.errors import AckInputError, ConfigError
+from kmq.markers import EndMarker, MarkerKey, StartMarker
+from kmq.spark.acking import parse
+from kmq.spark.markers_source import decode
+from kmq.spark.offsets import OffsetRange, from_offset, limit_end, split, to_offset
+from kmq.spark.options import SourceOptions
+from kmq.spark.report import report_from_rows
+
+positions = st.dictionaries(st.integers(0, 7), st.integers(0, 1_000), min_size=1)
+
+
+def test_offsets_round_trip_through_the_checkpoint_form() -> None:
+    assert to_offset({1: 5, 0: 3}) == {"0": 3, "1": 5}
+    assert from_offset(json.loads(json.dumps(to_offset({0: 3, 1: 5})))) == {0: 3, 1: 5}
+
+
+@given(positions, st.lists(st.integers(0, 500), min_size=8, max_size=8), st.integers(1, 2_000))
+def test_admission_never_passes_the_limit_nor_the_end_and_uses_the_budget(
+    start: dict[int, int], extra: list[int], max_rows: int
+) -> None:
+    end = {p: offset + extra[p] for p, offset in start.items()} | {9: extra[0]}  # 9: a partition added since
+    start = {**start}
+    cut = limit_end(start, end, max_rows)
+    assert all(start.get(p, 0) <= cut[p] <= end[p] for p in end)
+    taken = sum(cut[p] - start.get(p, 0) for p in end)
+    assert taken == min(max_rows, sum(end[p] - start.get(p, 0) for p in end))
+
+
+def test_ranges_cover_each_partition_exactly_in_pieces() -> None:
+    # partition 1 has nothing new; partition 2 was added since the query began: read from its beginning
+    assert split({0: 0, 1: 10}, {0: 5, 1: 10, 2: 3}, 2) == [
+        OffsetRange(0, 0, 2),
+        OffsetRange(0, 2, 4),
+        OffsetRange(0, 4, 5),
+        OffsetRange(2, 0, 2),
+        OffsetRange(2, 2, 3),
+    ]
+
+
+def test_options_build_a_config_and_name_a_bad_one() -> None:
+    options = SourceOptions.parse(
+        {
+            "bootstrap.servers": "k:9092",
+            "queue": "orders",
+            "kafka.security.protocol": "SSL",
+            "max_records_per_batch": "5",
+        }
+    )
+    assert options.config.markers_topic == "orders__markers"
+    assert options.config.kafka_config == {"security.protocol": "SSL"}
+    assert options.max_records_per_batch == 5
+    with pytest.raises(ConfigError, match="queue"):
+        SourceOptions.parse({"bootstrap.servers": "k:9092"})
+    with pytest.raises(ConfigError, match="max_records_per_batch"):
+        SourceOptions.parse({"bootstrap.servers": "k:9092", "queue": "q", "max_records_per_batch": "many"})
+    with pytest.raises(ConfigError, match="quue"):
+        SourceOptions.parse({"bootstrap.servers": "k:9092", "queue": "q", "quue": "x"})
+
+
+def test_ack_rows_are_checked() -> None:
+    assert parse({"partition": 1, "offset": 7, "status": "retry", "delay_ms": 50}).delay_ms == 50
+    with pytest.raises(AckInputError, match="'done' is not one of ok, retry, reject"):
+        parse({"partition": 1, "offset": 7, "status": "done"})
+    with pytest.raises(AckInputError, match="'offset' is null"):
+        parse({"partition": 1, "offset": None, "status": "ok"})
+    with pytest.raises(AckInputError, match="delay_ms"):
+        parse({"partition": 1, "offset": 7, "status": "retry", "delay_ms": -1})
+
+
+def test_marker_records_become_rows_and_anything_else_is_invalid() -> None:
+    key = MarkerKey(2, 40).encode()
+    assert decode(2, key, StartMarker(500).encode()) == [(2, 40, "start", 500)]
+    assert decode(2, key, EndMarker().encode()) == [(2, 40, "end", None)]
+    assert decode(3, key, EndMarker().encode()) == [(None, None, "invalid", None)]  # key of another partition
+    assert decode(2, key, b"\x07") == [(None, None, "invalid", None)]
+    assert decode(2, None, b"\x00") == [(None, None, "invalid", None)]
+
+
+def test_the_report_totals_partitions() -> None:
+    row = dict(messages=3, first_deliveries=2, redelivered_copies=1, acked=1, pending=0, oldest_pending_age_ms=None,
+               dead_lettered=1, max_redelivery_count=1, unaccounted=0, unconsumed=0, committed_offset=3,
+               dead_reasons={"rejected: x": 1})  # fmt: skip
+    report = report_from_rows("q", [{**row, "partition": 1}, {**row, "partition": 0, "unaccounted": 2}])
+    assert [p.partition for p in report.partitions] == [0, 1]
+    assert report.total("messages") == 6
+    assert report.dead_reasons == {"rejected: x": 2}
+    assert not report.ok
+    assert json.loads(report.to_json())["totals"]["unaccounted"] == 2
+
+
+def test_arrow_ack_batches_keep_ok_rows_as_pairs_and_check_the_rest() -> None:
+    import pyarrow as pa
+
+    from kmq.spark.acking import parse_batches
+
+    batch = pa.RecordBatch.from_pydict(
+        {"partition": [0, 1, 1], "offset": [5, 6, 7], "status": ["ok", "retry", "ok"], "delay_ms": [None, 20, None]}
+    )
+    ends, others = parse_batches([batch])
+    assert ends == [(0, 5), (1, 7)]
+    assert [(a.partition, a.offset, a.status, a.delay_ms) for a in others] == [(1, 6, "retry", 20)]
+    bad = pa.RecordBatch.from_pydict({"partition": [0], "offset": [None], "status": ["ok"]})
+    with pytest.raises(AckInputError, match="'offset' is null"):
+        parse_batches([batch, bad])
