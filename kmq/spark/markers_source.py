@@ -1,7 +1,8 @@
 """`spark.read.format("kmq-markers")`: the markers topic decoded by kmq's own codec, one row per queue offset.
 
-A record of the kmq format is one row; a record that is not a marker is one row of kind "invalid". The batch format
-(PROTOCOL.md, "Batch markers") plugs in as another decoder keyed by its type byte, yielding a row per offset.
+A record of the kmq format is one row; a BATCH START or BATCH END (PROTOCOL.md, "Batch markers") is one row per
+offset of its set, all at the record's marker offset and timestamp; a record that is not a marker is one row of kind
+"invalid".
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from kmq.admin import topic_partitions
+from kmq.batch_markers import BATCH_END_TYPE, BATCH_START_TYPE, BatchStart, decode_batch_marker, offsets_in
 from kmq.errors import MarkerDecodeError
 from kmq.markers import MarkerKey, StartMarker, decode_marker
 from kmq.spark.options import SourceOptions
@@ -36,7 +38,22 @@ def decode_kmq(key: bytes | None, value: bytes) -> list[MarkerRow]:
     return [(marker_key.partition, marker_key.offset, "end", None)]
 
 
-DECODERS: dict[int, Decoder] = {0x00: decode_kmq, 0x01: decode_kmq}  # by the value's first (type) byte
+def decode_batch(key: bytes | None, value: bytes) -> list[MarkerRow]:
+    """A BATCH START or BATCH END: the same rows as the kmq markers it stands for, one per offset of its set."""
+    marker_key = MarkerKey.decode(key)
+    marker = decode_batch_marker(marker_key.offset, value)
+    if isinstance(marker, BatchStart):
+        return [(marker_key.partition, o, "start", marker.redeliver_after_ms) for o in offsets_in(marker.runs)]
+    return [(marker_key.partition, o, "end", None) for o in offsets_in(marker.runs)]
+
+
+# By the value's first (type) byte.
+DECODERS: dict[int, Decoder] = {
+    0x00: decode_kmq,
+    0x01: decode_kmq,
+    BATCH_START_TYPE: decode_batch,
+    BATCH_END_TYPE: decode_batch,
+}
 
 
 def decode(partition: int, key: bytes | None, value: bytes | None) -> list[MarkerRow]:

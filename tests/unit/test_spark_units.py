@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kmq.batch_markers import BatchEnd, BatchStart
 from kmq.errors import AckInputError, ConfigError
 from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq.spark.acking import parse
@@ -84,6 +85,15 @@ def test_marker_records_become_rows_and_anything_else_is_invalid() -> None:
     assert decode(3, key, EndMarker().encode()) == [(None, None, "invalid", None)]  # key of another partition
     assert decode(2, key, b"\x07") == [(None, None, "invalid", None)]
     assert decode(2, None, b"\x00") == [(None, None, "invalid", None)]
+
+
+def test_batch_markers_become_one_row_per_offset_of_their_set() -> None:
+    key = MarkerKey(2, 40).encode()
+    start = BatchStart(900, ((40, 2), (45, 1))).encode()
+    assert decode(2, key, start) == [(2, 40, "start", 900), (2, 41, "start", 900), (2, 45, "start", 900)]
+    assert decode(2, key, BatchEnd(((40, 1),)).encode()) == [(2, 40, "end", None)]
+    assert [row[1] for row in decode(2, MarkerKey(2, 100).encode(), start)] == [100, 101, 105]  # runs follow the key
+    assert decode(2, key, start[:-1]) == [(None, None, "invalid", None)]  # a broken rule: not a marker
 
 
 def test_the_report_totals_partitions() -> None:
