@@ -92,7 +92,7 @@ def test_keys_that_almost_match_are_401(make_config: MakeConfig, tmp_path: Path)
 
 
 def test_forged_and_replayed_receipts_are_never_acted_on_twice(make_config: MakeConfig, tmp_path: Path) -> None:
-    config = make_config(partitions=2, msg_timeout_ms=60_000)
+    config = make_config(partitions=2, msg_timeout_ms=60_000, marker_format="kmq")  # per-offset STARTs, read back
     with replicas(config, tmp_path) as (children, [a, b]):
         sent = post(a, config, "messages", {"messages": [{"value": f"v{i}"} for i in range(3)]})
         assert sent.status_code == 200, sent.text

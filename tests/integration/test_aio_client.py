@@ -82,7 +82,7 @@ def test_every_message_is_processed_and_unacknowledged_ones_come_back_with_their
 
 
 def test_processed_nack_extend_and_reject_write_the_sync_clients_markers(make_config: MakeConfig) -> None:
-    config = make_config(nack_backoff_base_ms=250)
+    config = make_config(nack_backoff_base_ms=250, marker_format="kmq")  # the sync client's kmq markers
     send(config, 5)
 
     async def main() -> list[Message]:

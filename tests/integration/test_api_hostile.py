@@ -73,7 +73,7 @@ SETTLES = [("ack", {}), ("nack", {"delay_ms": 0}), ("extend", {"visibility_timeo
 
 @pytest.fixture
 def queue(make_config: Any) -> KmqConfig:
-    config: KmqConfig = make_config(partitions=PARTITIONS)
+    config: KmqConfig = make_config(partitions=PARTITIONS, marker_format="kmq")  # per-offset STARTs, read back
     return config
 
 

@@ -25,7 +25,7 @@ COUNT = 6
 def transactional(kafka: Any, make_config: MakeConfig) -> KmqConfig:
     if kafka.backend == "mock":
         pytest.skip("librdkafka's mock cluster neither stores transactional offset commits nor hides aborted records")
-    return make_config(partitions=2, transactional=True)
+    return make_config(partitions=2, transactional=True, marker_format="kmq")  # one START key per message
 
 
 class FailingOnce:
