@@ -108,17 +108,21 @@ class MarkersIngest:
                 stamp = now if kind == TIMESTAMP_NOT_AVAILABLE else timestamp_ms
                 if not state.apply(message.offset() or 0, stamp, message.key(), message.value()):
                     undecodable += 1
-        self._observe_ends(messages)
+        self._observe_ends(now)
         self._metrics.markers_consumed.inc(len(messages))
         if undecodable:
             self._metrics.undecodable.inc(undecodable)
 
-    def _observe_ends(self, messages: Sequence[KafkaMessage]) -> None:
-        """The catch-up target of a new assignment: the high watermark cached by its first fetch."""
+    def _observe_ends(self, now: int) -> None:
+        """The high watermark cached by the last fetch of each owned partition: the catch-up target of a new
+        assignment, and whether reading is at the end (the lag guard)."""
         for state in self.partitions.values():
-            if state.catch_up_target is None and state.position is not None:
-                tp = TopicPartition(self._topic, state.partition)
-                state.observe_end(self._consumer.get_watermark_offsets(tp, cached=True)[1])
+            if state.position is None:
+                continue
+            high = self._consumer.get_watermark_offsets(TopicPartition(self._topic, state.partition), cached=True)[1]
+            if state.catch_up_target is None:
+                state.observe_end(high)
+            state.observe_position(high, now)
 
     def _on_error(self, error: KafkaError, state: PartitionState | None, offset: int | None) -> None:
         if error.code() == KafkaError._PARTITION_EOF:

@@ -40,6 +40,10 @@ class PartitionState:
     Catch-up guard (PROTOCOL.md, Tracker): nothing is due until the partition has been read up to the end it had
     when it was assigned. That end is the high watermark of the first fetch after the assignment (the caller passes
     it with `observe_end`), or an end-of-partition event (`reached_end`) says so directly.
+
+    Lag guard: a START is due only once the partition has been read through its deadline — up to a marker stamped
+    at or after it, or to the partition's end (`at_end`) at or after it. An END written before the deadline is then
+    read already, so a tracker that lags behind its markers does not redeliver messages whose END it has not read.
     """
 
     def __init__(self, topic: str, partition: int, backoff: Backoff, pending: MixedPending | None = None) -> None:
@@ -52,6 +56,8 @@ class PartitionState:
         self.catch_up_target: int | None = None
         self.caught_up = False
         self.undecodable = 0
+        self.read_through_ms = 0  # every marker stamped up to this time has been read
+        self.at_end = False  # the read position was at the partition's end at the last poll
 
     def apply(self, marker_offset: int, timestamp_ms: int, key: bytes | None, value: bytes | None) -> bool:
         """Apply one record of the markers partition; False (counted, logged once) when it is not a marker."""
@@ -61,6 +67,8 @@ class PartitionState:
         if key is not None and value is not None and len(key) == _KEY.size:
             partition, queue_offset = _KEY.unpack(key)
             if partition == self.partition:
+                if timestamp_ms > self.read_through_ms:
+                    self.read_through_ms = timestamp_ms
                 if len(value) == _START.size and value[0] == _START_TYPE:
                     self.pending.start(queue_offset, marker_offset, timestamp_ms + _START.unpack(value)[1])
                     self._advance(marker_offset + 1)
@@ -69,7 +77,15 @@ class PartitionState:
                     self.pending.end(queue_offset)
                     self._advance(marker_offset + 1)
                     return True
+        self.read_through_ms = max(self.read_through_ms, timestamp_ms)
         return self._apply_checked(marker_offset, timestamp_ms, key, value)
+
+    def observe_position(self, high_watermark: int, now_ms: int) -> None:
+        """After each poll: whether reading is at the partition's end (the last fetch's high watermark): then
+        everything written until about now has been read, and deadlines are judged by `now`."""
+        self.at_end = self.position is not None and 0 <= high_watermark <= self.position
+        if self.at_end and now_ms > self.read_through_ms:
+            self.read_through_ms = now_ms
 
     def observe_end(self, high_watermark: int) -> None:
         """The high watermark seen by the first fetch after assignment: the end to catch up to."""
@@ -81,19 +97,23 @@ class PartitionState:
         """An end-of-partition event: everything up to `end_offset` has been read."""
         self.position = max(end_offset, self.position or 0)
         self.caught_up = True
+        self.at_end = True
 
     def due(self, now_ms: int, limit: int) -> list[int]:
-        """Queue offsets due for redelivery (by deadline), none before the partition has caught up."""
+        """Queue offsets due for redelivery (by deadline), none before the partition has caught up, and none whose
+        deadline lies past what has been read (the lag guard)."""
         if not self.caught_up or not self.backoff.ready(now_ms):
             return []
-        return self.pending.due(now_ms, limit)
+        return self.pending.due(now_ms if self.at_end else min(now_ms, self.read_through_ms), limit)
 
     def next_wake_ms(self) -> int | None:
         """When this partition next has work: its earliest deadline, or the end of a retry backoff."""
         if not self.caught_up:
             return None
         deadline = self.pending.next_deadline_ms()
-        return None if deadline is None else max(deadline, self.backoff.retry_at_ms)
+        if deadline is None or (deadline > self.read_through_ms and not self.at_end):
+            return None  # lagging: the next records read (the caller's poll returns at the first) move it on
+        return max(deadline, self.backoff.retry_at_ms)
 
     def done(self, queue_offset: int) -> int | None:
         """The copy or dead letter is acknowledged: forget the key; returns the deadline it had."""

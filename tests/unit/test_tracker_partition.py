@@ -220,3 +220,33 @@ def test_first_offset_is_where_reading_resumed() -> None:
     start(s, 40, 7, 1_000, 0)
     end(s, 41, 7)
     assert s.first_offset == 40
+
+
+def lagging_state() -> PartitionState:
+    """Caught up once, then markers arrived faster than they were read: the last poll left it behind the end."""
+    s = caught_up_state()
+    s.observe_position(high_watermark=100, now_ms=0)
+    assert not s.at_end
+    return s
+
+
+def test_a_lagging_tracker_redelivers_nothing_past_what_it_has_read() -> None:
+    # given a START due at 1500, read by a tracker that lags: its last marker read was stamped 1000
+    s = lagging_state()
+    start(s, 0, queue_offset=7, timestamp_ms=1_000, after_ms=500)
+    # when the clock passes the deadline while the END (stamped 1400) is still unread
+    # then it is not due, and the loop is not told to wake for it (the next records read move it on)
+    assert s.due(5_000, 10) == []
+    assert s.next_wake_ms() is None
+    # and once the END is read, there is nothing to redeliver
+    s.apply(1, 1_400, MarkerKey(P, 7).encode(), EndMarker().encode())
+    assert s.due(5_000, 10) == [] and len(s.pending) == 0
+
+
+def test_a_lagging_tracker_redelivers_once_it_has_read_past_the_deadline() -> None:
+    s = lagging_state()
+    start(s, 0, queue_offset=7, timestamp_ms=1_000, after_ms=500)
+    start(s, 1, queue_offset=8, timestamp_ms=1_600, after_ms=500)  # read through 1600: 7 is settled either way
+    assert s.due(5_000, 10) == [7]
+    s.observe_position(high_watermark=2, now_ms=5_000)  # at the end now: deadlines are judged by the clock
+    assert s.due(5_000, 10) == [7, 8]
