@@ -128,7 +128,7 @@ def main(
     partitions: Annotated[int, typer.Option(min=1, help="partitions of the queue and markers topics")] = 4,
     marker_format: Annotated[str, typer.Option(help="markers written and used by the client: kmq or batch")] = "batch",
 ) -> None:
-    """Measure the tracker (embedded tansu broker unless KMQ_BOOTSTRAP_SERVERS is set); print JSON."""
+    """Measure the tracker (an embedded broker unless KMQ_BOOTSTRAP_SERVERS is set); print JSON."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if marker_format not in ("kmq", "batch"):
         raise typer.BadParameter(f"{marker_format!r}: use kmq or batch", param_hint="--marker-format")
