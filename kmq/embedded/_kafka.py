@@ -18,7 +18,7 @@ import signal
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import ClassVar
 
@@ -59,6 +59,15 @@ def kafka_artifacts(version: str) -> list[str]:
 
 def kafka_classpath(version: str) -> str:
     return os.pathsep.join(str(jar) for jar in resolve_jars("kafka", version, kafka_artifacts(version)))
+
+
+def new_cluster_id(random_bytes: Callable[[], bytes] = lambda: uuid.uuid4().bytes) -> str:
+    """A Kafka cluster id: 16 random bytes in URL-safe base64, never starting with "-" (Kafka's StorageTool would
+    read such an id as an option: one start in 64 failed that way)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(random_bytes()).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 class KafkaBroker:
@@ -194,7 +203,7 @@ class KafkaBroker:
             port = free_port()
             if port not in ports:
                 ports.append(port)
-        self._cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        self._cluster_id = new_cluster_id()
         heap = _HEAP if self.node_count == 1 else _CLUSTER_HEAP
         self._nodes = [
             KafkaNode(i + 1, self._node_dir(i + 1), *ports[per_node * i : per_node * (i + 1)], heap=heap)

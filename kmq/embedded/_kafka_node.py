@@ -46,7 +46,7 @@ class KafkaNode:
     def format_storage(self, java: str, classpath: str, cluster_id: str) -> subprocess.Popen[str]:
         """Kafka's StorageTool formatting this node's data folder (started: `await_format` waits for it)."""
         argv = [java, self._heap, "-cp", classpath, "kafka.tools.StorageTool", "format"]
-        argv += ["-t", cluster_id, "-c", str(self.properties)]
+        argv += [f"--cluster-id={cluster_id}", "-c", str(self.properties)]
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def launch(self, java: str, classpath: str) -> ChildProcess:

@@ -9,7 +9,7 @@ import pytest
 
 from kmq.embedded import EmbeddedKafka
 from kmq.embedded._jvm import java_binary, java_major_version, jvm_available, resolve_jars
-from kmq.embedded._kafka import kafka_artifacts
+from kmq.embedded._kafka import kafka_artifacts, new_cluster_id
 from kmq.errors import EmbeddedBrokerError
 
 
@@ -64,3 +64,8 @@ def test_an_artifact_that_does_not_resolve_is_named(monkeypatch: pytest.MonkeyPa
 def test_kafka_lines_get_their_own_logging_binding() -> None:
     assert kafka_artifacts("4.4.0")[1].startswith("org.apache.logging.log4j:log4j-slf4j-impl:")
     assert kafka_artifacts("3.9.2")[1].startswith("org.slf4j:slf4j-reload4j:")
+
+
+def test_cluster_ids_never_start_with_a_dash_that_the_storage_tool_would_read_as_an_option() -> None:
+    draws = iter([b"\xf8" + bytes(15), b"\x00" * 16])  # the first encodes as "-AAA...": drawn again
+    assert new_cluster_id(lambda: next(draws)) == "A" * 22
