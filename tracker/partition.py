@@ -44,6 +44,8 @@ class PartitionState:
     Lag guard: a START is due only once the partition has been read through its deadline — up to a marker stamped
     at or after it, or to the partition's end (`at_end`) at or after it. An END written before the deadline is then
     read already, so a tracker that lags behind its markers does not redeliver messages whose END it has not read.
+    With read_committed (transactional mode) reading stops at the last stable offset: a transaction a crashed client
+    left open holds the partition's redeliveries back until the broker aborts it (transaction.timeout.ms).
     """
 
     def __init__(self, topic: str, partition: int, backoff: Backoff, pending: MixedPending | None = None) -> None:
