@@ -26,7 +26,10 @@ class TrackerConfig(FrozenConfig):
     http_port: int = Field(DEFAULT_HTTP_PORT, ge=0, le=65535, description="port of that server; 0 picks a free one")
     http_enabled: bool = Field(True, description="serve /metrics, /healthz and /readyz")
     redelivery_rate_per_s: float = Field(1000.0, gt=0, description="redeliveries per second, all partitions")
-    max_in_flight: int = Field(500, ge=1, description="redeliveries produced before waiting for their acks")
+    max_in_flight: int = Field(500, ge=1, description="redeliveries produced before waiting for their acks, per pass")
+    redelivery_workers: int = Field(
+        4, ge=1, le=64, description="partitions redelivered at once (a slow partition holds up only its own worker)"
+    )
     commit_interval_ms: int = Field(1000, gt=0, description="how often the pending tail of each partition is committed")
     max_wait_ms: int = Field(100, gt=0, le=1000, description="longest wait for markers between deadline checks")
     retry_backoff_ms: int = Field(200, gt=0, description="first wait after a failed redelivery")

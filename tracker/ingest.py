@@ -47,9 +47,10 @@ class MarkersIngest:
         self.partitions: dict[int, PartitionState] = {}
         self.joined = False  # True once the group gave this replica an assignment (possibly empty)
         self._committed: dict[int, int] = {}
-        # Called on revocation before anything is committed or given up: the service flushes the redelivery
-        # producer there, so the next owner finds the ENDs of what this replica already copied.
-        self.before_revoke: Callable[[], None] = lambda: None
+        # Called on revocation, with the partitions revoked, before anything is committed or given up: the service
+        # waits there for their running redelivery passes (each ends with its ENDs acknowledged), so the next owner
+        # finds the ENDs of what this replica already copied.
+        self.before_revoke: Callable[[list[int]], None] = lambda partitions: None
         # The user's consumer settings are the workers' too, so those the protocol depends on are pinned over them:
         # a new tracker group reads M from its beginning (with `latest` it would skip every START written before
         # it first ran), and nothing but `_commit` moves the committed offset past a pending START.
@@ -144,7 +145,7 @@ class MarkersIngest:
     def _revoked(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         owned = [self.partitions[tp.partition] for tp in partitions if tp.partition in self.partitions]
         try:
-            self.before_revoke()
+            self.before_revoke([tp.partition for tp in partitions])
             self._commit(owned)
         finally:
             self._drop(partitions)

@@ -33,6 +33,13 @@ class TrackerMetrics:
             _PARTITION,
             registry=r,
         )
+        self.pass_seconds = Gauge(
+            "kmq_redelivery_pass_seconds",
+            "How long the partition's running redelivery pass has taken so far (0 when none runs): a partition the "
+            "broker is slow or stuck on shows here, while the other partitions go on",
+            _PARTITION,
+            registry=r,
+        )
         self.markers_consumed = Counter("kmq_markers_consumed", "Records consumed from the markers topic", registry=r)
         self.redeliveries = Counter("kmq_redeliveries", "Copies written back to the queue topic", registry=r)
         self.dead_letters = Counter("kmq_dead_letters", "Messages written to the dead-letter topic", registry=r)
@@ -63,15 +70,18 @@ class TrackerMetrics:
             registry=r,
         )
 
-    def set_partition(self, topic: str, partition: int, pending: int, overdue_ms: int, caught_up: bool) -> None:
+    def set_partition(
+        self, topic: str, partition: int, pending: int, overdue_ms: int, caught_up: bool, pass_ms: int = 0
+    ) -> None:
         labels = (topic, str(partition))
+        self.pass_seconds.labels(*labels).set(pass_ms / 1000)
         self.pending.labels(*labels).set(pending)
         self.oldest_pending_age.labels(*labels).set(overdue_ms / 1000)
         self.caught_up.labels(*labels).set(1 if caught_up else 0)
 
     def drop_partition(self, topic: str, partition: int) -> None:
         """Forget a partition this replica no longer owns, so its gauges do not linger."""
-        for gauge in (self.pending, self.oldest_pending_age, self.caught_up):
+        for gauge in (self.pending, self.oldest_pending_age, self.caught_up, self.pass_seconds):
             try:
                 gauge.remove(topic, str(partition))
             except KeyError:

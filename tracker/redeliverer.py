@@ -9,6 +9,7 @@ caller retries it after a backoff.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -39,6 +40,8 @@ class Redelivered:
     errors: list[str] = field(default_factory=list)
     truncated: list[int] = field(default_factory=list)  # undeliverable, dead-lettered with the value cut (also above)
     unwritable: list[int] = field(default_factory=list)  # undeliverable, and refused by the dead-letter topic too
+    end_failures: list[str] = field(default_factory=list)  # ENDs not written: those keys may be redelivered again
+    copied_at_ms: int = 0  # wall clock when the copies and dead letters were acknowledged (0: none written)
 
     @property
     def settled(self) -> list[int]:
@@ -74,25 +77,28 @@ class Redeliverer:
             )
         self._write_copies(partition, read.found, outcome)
         self._write_ends(partition, outcome.settled)
+        self._flush_ends(outcome)
         return outcome
+
+    def _flush_ends(self, outcome: Redelivered) -> None:
+        """Wait for this pass's ENDs: once a pass returns, nothing of its partition is left queued in the producer,
+        so a revocation only has to wait for the partition's running pass (its next owner then finds the ENDs)."""
+        remaining = self._producer.flush(self._write_timeout_s)
+        if remaining:
+            outcome.end_failures.append(f"{remaining} END markers not acknowledged within {self._write_timeout_s}s")
+        outcome.end_failures.extend(self.poll())
 
     def poll(self) -> list[str]:
         """Serve delivery reports; returns the END writes that failed since the last call.
 
         Raises the producer's fatal error, if it had one: it will never write again, so every due message would
-        fail and back off forever while the replica looks alive. Raising ends the loop, and the replica restarts.
+        fail and back off forever while the replica looks alive. Raising ends the pass, then the loop (it re-raises
+        what a pass raised), and the replica restarts.
         """
         self._producer.poll(0)
         self._raise_if_fatal()
         failures, self._end_failures = self._end_failures, []
         return failures
-
-    def flush(self) -> None:
-        """Wait until every copy, dead letter and END queued so far is acknowledged (on revocation: the next owner
-        must find the ENDs, or it redelivers what this replica already copied)."""
-        remaining = self._producer.flush(self._write_timeout_s)
-        if remaining:
-            _log.error("%d redelivery writes not acknowledged before the partitions were given up", remaining)
 
     def close(self) -> None:
         """Flush what is still queued (ENDs), then close the queue reader."""
@@ -118,6 +124,7 @@ class Redeliverer:
             group.wait(self._producer, self._write_timeout_s)
         except DeliveryError as e:
             outcome.errors.append(str(e))
+        outcome.copied_at_ms = time.time_ns() // 1_000_000
         for index, (record, dead) in enumerate(zip(records, to_dead_letter, strict=True)):
             if index in group.results:
                 (outcome.dead_lettered if dead else outcome.copied).append(record.offset)
@@ -163,7 +170,7 @@ class Redeliverer:
         )
 
     def _write_ends(self, partition: int, offsets: Sequence[int]) -> None:
-        """ENDs are not waited for: a lost one only costs a duplicate, and the shutdown flush waits for the rest."""
+        """Produce an END per settled offset (awaited by `_flush_ends`; one that fails only costs a duplicate)."""
         for offset in offsets:
             key = MarkerKey(partition, offset).encode()
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -9,11 +10,12 @@ from kmq.config import KmqConfig
 from kmq.markers import MarkerKey, StartMarker
 from tracker.config import TrackerConfig
 from tracker.ingest import MarkersIngest, now_ms
+from tracker.loop import Loop
 from tracker.metrics import TrackerMetrics
 from tracker.pacing import Backoff
 from tracker.partition import PartitionState
-from tracker.redeliverer import Redelivered, Redeliverer
-from tracker.service import _Loop
+from tracker.redeliverer import Redelivered
+from tracker.workers import Finished, Pass, RedeliveryPool
 
 KMQ = KmqConfig(bootstrap_servers="unused:9092", queue_topic="q")
 
@@ -39,7 +41,7 @@ class FakeRedeliverer:
     outcome: Any = lambda offset: "copied"
     calls: list[tuple[int, list[int]]] = field(default_factory=list)
 
-    def redeliver(self, partition: int, offsets: list[int]) -> Redelivered:
+    def redeliver(self, partition: int, offsets: Sequence[int]) -> Redelivered:
         self.calls.append((partition, list(offsets)))
         result = Redelivered()
         for offset in offsets:
@@ -51,8 +53,34 @@ class FakeRedeliverer:
             result.errors.append("broker said no")
         return result
 
-    def poll(self) -> list[str]:
-        return []
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class SyncPool:
+    """`RedeliveryPool`'s interface, running each pass at once on the caller's thread."""
+
+    redeliverer: FakeRedeliverer
+    running: dict[int, Pass] = field(default_factory=dict)
+    finished: list[Finished] = field(default_factory=list)
+
+    def can_take(self) -> bool:
+        return True
+
+    def busy(self, partition: int) -> bool:
+        return partition in self.running
+
+    def submit(self, state: PartitionState, offsets: Sequence[int]) -> None:
+        job = Pass(state, offsets, now_ms())
+        self.finished.append(Finished(job, self.redeliverer.redeliver(state.partition, offsets), None, now_ms()))
+
+    def completed(self) -> list[Finished]:
+        done, self.finished = self.finished, []
+        return done
+
+    def wait_for(self, partitions: Collection[int]) -> list[Finished]:
+        return self.completed()
 
 
 def caught_up(partition: int, starts: dict[int, int]) -> PartitionState:
@@ -65,10 +93,11 @@ def caught_up(partition: int, starts: dict[int, int]) -> PartitionState:
     return state
 
 
-def loop(ingest: FakeIngest, redeliverer: FakeRedeliverer, **settings: Any) -> tuple[_Loop, TrackerMetrics]:
+def loop(ingest: FakeIngest, redeliverer: FakeRedeliverer, **settings: Any) -> tuple[Loop, TrackerMetrics]:
     metrics = TrackerMetrics()
     config = TrackerConfig(kmq=KMQ, **settings)
-    return _Loop(config, metrics, cast(MarkersIngest, ingest), cast(Redeliverer, redeliverer)), metrics
+    pool = cast(RedeliveryPool, SyncPool(redeliverer))
+    return Loop(config, metrics, cast(MarkersIngest, ingest), pool), metrics
 
 
 def test_due_messages_are_redelivered_then_forgotten() -> None:
