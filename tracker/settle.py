@@ -17,12 +17,10 @@ def settle(
 ) -> None:
     """Apply `outcome` (a pass over `state`'s due offsets that ended at `done_ms`) on the loop thread."""
     acked_ms = outcome.copied_at_ms or done_ms
-    for offset in outcome.copied + outcome.dead_lettered:
-        deadline = state.done(offset)
+    for deadline in state.done_all(outcome.copied + outcome.dead_lettered):
         if deadline is not None:
             metrics.lateness.observe(max(0, acked_ms - deadline) / 1000)
-    for offset in outcome.missing + outcome.unwritable:
-        state.done(offset)
+    state.done_all(outcome.missing + outcome.unwritable)
     metrics.redeliveries.inc(len(outcome.copied))
     metrics.dead_letters.inc(len(outcome.dead_lettered))
     metrics.missing.inc(len(outcome.missing))

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kmq.batch_markers import BatchStart, runs_of
 from kmq.markers import EndMarker, MarkerKey, StartMarker
 from tracker.pacing import Backoff
 from tracker.partition import PartitionState
@@ -129,6 +130,21 @@ def test_commit_offset_is_the_oldest_pending_start_else_the_position() -> None:
     assert s.commit_offset() == 11
     end(s, 13, 2)
     assert s.commit_offset() == 14
+
+
+def test_done_all_forgets_a_pass_of_singles_and_batch_entries_and_returns_their_deadlines() -> None:
+    # given kmq STARTs for 7 and 9 and a BATCH START for 20-24
+    s = caught_up_state()
+    start(s, 0, 7, 1_000, 500)
+    start(s, 1, 9, 1_000, 600)
+    batch = BatchStart(700, runs_of(range(20, 25))).encode()
+    s.apply(2, 1_000, MarkerKey(P, 20).encode(), batch)
+    # when a pass settles 7, 9 and 21-22, and 30 that is not pending
+    deadlines = s.done_all([7, 9, 21, 22, 30])
+    # then it gets their deadlines, and only 20, 23 and 24 remain
+    assert deadlines == [1_500, 1_600, 1_700, 1_700, None]
+    assert sorted(s.pending.due(10_000, 100)) == [20, 23, 24]
+    assert s.done_all([]) == []
 
 
 def test_done_forgets_the_key_and_returns_its_deadline() -> None:
