@@ -73,6 +73,10 @@ class QueueReader:
         self._read_runs(partition, self._existing(partition, wanted[seen:], result, deadline, fresh), result, deadline)
         return result
 
+    def warm_up(self) -> None:
+        """Connect, and learn the queue's partition leaders (raises KafkaException when no broker answers)."""
+        self._consumer.list_topics(self._topic, timeout=self._timeout_s)
+
     def close(self) -> None:
         self._consumer.close()
 

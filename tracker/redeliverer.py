@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka import Message as KafkaMessage
 
+from kmq.batch_markers import BatchEnd, runs_of, split_runs
 from kmq.delivery import DeliveryGroup
 from kmq.errors import DeliveryError
 from kmq.headers import REASON_MAX_REDELIVERIES, dead_letter, redelivered, redelivery_count
@@ -87,6 +88,16 @@ class Redeliverer:
         if remaining:
             outcome.end_failures.append(f"{remaining} END markers not acknowledged within {self._write_timeout_s}s")
         outcome.end_failures.extend(self.poll())
+
+    def warm_up(self) -> None:
+        """Connect the reader and the producer and learn the queue's partition leaders, so that the first pass does
+        not pay for it."""
+        timeout_s = self._config.read_timeout_ms / 1000
+        try:
+            self._reader.warm_up()
+            self._producer.list_topics(self._kmq.queue_topic, timeout=timeout_s)
+        except KafkaException as e:
+            _log.warning("redelivery worker could not reach the cluster yet (its first pass will retry): %s", e)
 
     def poll(self) -> list[str]:
         """Serve delivery reports; returns the END writes that failed since the last call.
@@ -170,16 +181,24 @@ class Redeliverer:
         )
 
     def _write_ends(self, partition: int, offsets: Sequence[int]) -> None:
-        """Produce an END per settled offset (awaited by `_flush_ends`; one that fails only costs a duplicate)."""
-        for offset in offsets:
-            key = MarkerKey(partition, offset).encode()
-            try:
-                produce(
-                    self._producer, self._kmq.markers_topic, _END, key, partition=partition, on_delivery=self._on_end
-                )
-            except KafkaException as e:
-                self._end_failures.append(f"END to {self._kmq.markers_topic}[{partition}] for offset {offset}: {e}")
+        """END every settled offset (awaited by `_flush_ends`; one that fails only costs a duplicate): with batch
+        markers one BATCH END per pass (PROTOCOL.md, Tracker state), else a kmq END per offset."""
+        if not offsets:
+            return
+        if self._kmq.marker_format == "batch":
+            for runs in split_runs(runs_of(offsets)):
+                self._produce_end(partition, runs[0][0], BatchEnd(runs).encode())
+        else:
+            for offset in offsets:
+                self._produce_end(partition, offset, _END)
         self._producer.poll(0)
+
+    def _produce_end(self, partition: int, offset: int, value: bytes) -> None:
+        key = MarkerKey(partition, offset).encode()
+        try:
+            produce(self._producer, self._kmq.markers_topic, value, key, partition=partition, on_delivery=self._on_end)
+        except KafkaException as e:
+            self._end_failures.append(f"END to {self._kmq.markers_topic}[{partition}] for offset {offset}: {e}")
 
     def _on_producer_error(self, error: KafkaError) -> None:
         if error.fatal():

@@ -24,6 +24,7 @@ from tracker.redeliverer import Redelivered, Redeliverer
 
 _log = logging.getLogger(__name__)
 RedelivererFactory = Callable[[TrackerConfig], Redeliverer]
+_CHECK_S = 0.5  # while waiting for a pass, how often the workers are checked
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,14 +57,19 @@ class RedeliveryPool:
         self._config = config
         self._size = size
         self._factory = factory
-        self._jobs: queue.SimpleQueue[Pass | None] = queue.SimpleQueue()
         self._results: queue.SimpleQueue[Finished] = queue.SimpleQueue()
         self._workers: list[_Worker] = []
         self.running: dict[int, Pass] = {}  # by partition: the passes handed out and not yet collected
+        self._serving: dict[int, _Worker] = {}  # by partition: the worker running its pass
+        # by partition: the worker that served it last. A partition goes back to it when it is free, so its reader
+        # knows the partition's end from its last read (a reader that does not must fetch it first: one more trip).
+        self._affinity: dict[int, _Worker] = {}
 
     def start(self) -> None:
-        """Start one worker now, so that a bad setting fails at start rather than at the first due message."""
-        if not self._workers:
+        """Start every worker now: a bad setting fails at start rather than at the first due message, and each
+        worker connects its clients before the first deadline (measured on Kafka 4.4: a reader's first read takes
+        100-300 ms, against ~20 ms once connected)."""
+        while len(self._workers) < self._size:
             self._spawn()
 
     def can_take(self) -> bool:
@@ -77,10 +83,11 @@ class RedeliveryPool:
         if state.partition in self.running:
             raise RuntimeError(f"partition {state.partition} already has a redelivery pass running")
         job = Pass(state, offsets, now_ms())
+        worker = self._free_worker(state.partition)
         self.running[state.partition] = job
-        if len(self.running) > len(self._workers):
-            self._spawn()
-        self._jobs.put(job)
+        self._serving[state.partition] = worker
+        self._affinity[state.partition] = worker
+        worker.jobs.put(job)
 
     def completed(self) -> list[Finished]:
         """The passes finished since the last call (never waits)."""
@@ -96,7 +103,11 @@ class RedeliveryPool:
         on its own within the read and write timeouts, so this wait is bounded."""
         done = self.completed()
         while any(p in self.running for p in partitions):
-            done.append(self._collect(self._results.get()))
+            try:
+                done.append(self._collect(self._results.get(timeout=_CHECK_S)))
+            except queue.Empty:
+                if not self.alive():
+                    raise RuntimeError("a redelivery worker thread died with a pass running") from None
         return done
 
     def alive(self) -> bool:
@@ -105,8 +116,8 @@ class RedeliveryPool:
 
     def close(self) -> None:
         """Stop the workers once their passes end, then close their clients (flushing what is still queued)."""
-        for _ in self._workers:
-            self._jobs.put(None)
+        for worker in self._workers:
+            worker.jobs.put(None)
         for worker in self._workers:
             worker.thread.join()
         errors: list[BaseException] = []
@@ -120,31 +131,40 @@ class RedeliveryPool:
 
     def _collect(self, finished: Finished) -> Finished:
         self.running.pop(finished.partition, None)
+        self._serving.pop(finished.partition, None)
         return finished
 
-    def _spawn(self) -> None:
-        worker = _Worker(self._factory(self._config), self._jobs, self._results, len(self._workers))
+    def _free_worker(self, partition: int) -> _Worker:
+        """The partition's last worker if it is free, else another free one (started if need be)."""
+        busy = {id(w) for w in self._serving.values()}
+        last = self._affinity.get(partition)
+        if last is not None and id(last) not in busy:
+            return last
+        free = [w for w in self._workers if id(w) not in busy]
+        return free[0] if free else self._spawn()
+
+    def _spawn(self) -> _Worker:
+        worker = _Worker(self._factory(self._config), self._results, len(self._workers))
         self._workers.append(worker)
         worker.thread.start()
+        return worker
 
 
 class _Worker:
-    """One thread and its `Redeliverer`: takes passes off the shared queue until it reads the stop sentinel."""
+    """One thread and its `Redeliverer`: runs the passes given to it until it reads the stop sentinel."""
 
-    def __init__(
-        self,
-        redeliverer: Redeliverer,
-        jobs: queue.SimpleQueue[Pass | None],
-        results: queue.SimpleQueue[Finished],
-        index: int,
-    ) -> None:
+    def __init__(self, redeliverer: Redeliverer, results: queue.SimpleQueue[Finished], index: int) -> None:
         self.redeliverer = redeliverer
-        self._jobs = jobs
+        self.jobs: queue.SimpleQueue[Pass | None] = queue.SimpleQueue()
         self._results = results
         self.thread = threading.Thread(target=self._run, name=f"kmq-tracker-redeliver-{index}", daemon=True)
 
     def _run(self) -> None:
-        while (job := self._jobs.get()) is not None:
+        try:
+            self.redeliverer.warm_up()
+        except Exception:  # noqa: BLE001  # only a warm-up: logged, and the first pass connects instead
+            _log.exception("warming up a redelivery worker failed")
+        while (job := self.jobs.get()) is not None:
             try:
                 outcome = self.redeliverer.redeliver(job.state.partition, job.offsets)
                 self._results.put(Finished(job, outcome, None, now_ms()))

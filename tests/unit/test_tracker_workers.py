@@ -34,6 +34,9 @@ class GatedRedeliverer:
             assert self._release.wait(30), "the test never released the stalled partition"
         return Redelivered(copied=list(offsets))
 
+    def warm_up(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
