@@ -122,8 +122,8 @@ class Loop:
                     took_ms,
                 )
             owned = self._ingest.partitions.get(done.partition)
-            if done.outcome is not None and owned is done.job.state:  # not for a partition lost meanwhile
-                settle(self._config, self._metrics, done.job.state, done.outcome, done.finished_ms)
+            if owned is done.job.state:  # not for a partition lost meanwhile
+                settle(self._config, self._metrics, done)
 
     def _report(self, now: int) -> None:
         topic = self._config.kmq.markers_topic

@@ -124,10 +124,14 @@ class PartitionState:
         self.pending.end(queue_offset)
         return deadline
 
+    def deadlines_of(self, queue_offsets: Sequence[int]) -> list[int | None]:
+        """The deadline of each pending offset (None for one not pending), in order."""
+        return [self.pending.deadline_of(offset) for offset in queue_offsets]
+
     def done_all(self, queue_offsets: Sequence[int]) -> list[int | None]:
         """`done` for many offsets at once (a pass's): forgotten as runs, which costs one cut per run of the
         pending set instead of one per offset; returns their deadlines, in order."""
-        deadlines = [self.pending.deadline_of(offset) for offset in queue_offsets]
+        deadlines = self.deadlines_of(queue_offsets)
         if queue_offsets:
             self.pending.batch_end(runs_of(queue_offsets))
         return deadlines

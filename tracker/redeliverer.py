@@ -28,6 +28,7 @@ from tracker.undeliverable import Fate, UndeliverableWriter, is_permanent
 
 _log = logging.getLogger(__name__)
 _END = EndMarker().encode()
+_MAX_BATCH_SPAN = 2**31 - 1  # a batch marker gives each run's start as an int32 gap from the previous run's end
 
 
 @dataclass(slots=True)
@@ -77,7 +78,7 @@ class Redeliverer:
                 "%s[%d]@%d is no longer in the topic (retention?): ending it", self._kmq.queue_topic, partition, offset
             )
         self._write_copies(partition, read.found, outcome)
-        self._write_ends(partition, outcome.settled)
+        self._write_ends(partition, outcome.copied + outcome.dead_lettered, outcome.missing + outcome.unwritable)
         self._flush_ends(outcome)
         return outcome
 
@@ -180,17 +181,18 @@ class Redeliverer:
             timestamp_ms=record.timestamp_ms,
         )
 
-    def _write_ends(self, partition: int, offsets: Sequence[int]) -> None:
-        """END every settled offset (awaited by `_flush_ends`; one that fails only costs a duplicate): with batch
-        markers one BATCH END per pass (PROTOCOL.md, Tracker state), else a kmq END per offset."""
-        if not offsets:
-            return
-        if self._kmq.marker_format == "batch":
-            for runs in split_runs(runs_of(offsets)):
+    def _write_ends(self, partition: int, written: list[int], absent: list[int]) -> None:
+        """END every settled offset (awaited by `_flush_ends`; one that fails only costs a duplicate). With batch
+        markers the offsets copied or dead-lettered take one BATCH END (PROTOCOL.md, Tracker state); those the queue
+        does not hold (retention, or a garbage START naming any int64) each take a kmq END, as in the kmq format."""
+        written = sorted(written)
+        if self._kmq.marker_format == "batch" and written and written[-1] - written[0] <= _MAX_BATCH_SPAN:
+            for runs in split_runs(runs_of(written)):
                 self._produce_end(partition, runs[0][0], BatchEnd(runs).encode())
         else:
-            for offset in offsets:
-                self._produce_end(partition, offset, _END)
+            absent = written + absent
+        for offset in absent:
+            self._produce_end(partition, offset, _END)
         self._producer.poll(0)
 
     def _produce_end(self, partition: int, offset: int, value: bytes) -> None:

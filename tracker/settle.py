@@ -6,21 +6,27 @@ import logging
 
 from tracker.config import TrackerConfig
 from tracker.metrics import TrackerMetrics
-from tracker.partition import PartitionState
-from tracker.redeliverer import Redelivered
+from tracker.workers import Finished
 
 _log = logging.getLogger(__name__)
 
 
-def settle(
-    config: TrackerConfig, metrics: TrackerMetrics, state: PartitionState, outcome: Redelivered, done_ms: int
-) -> None:
-    """Apply `outcome` (a pass over `state`'s due offsets that ended at `done_ms`) on the loop thread."""
+def settle(config: TrackerConfig, metrics: TrackerMetrics, finished: Finished) -> None:
+    """Apply a finished pass to its partition's state, on the loop thread."""
+    state, outcome, done_ms = finished.job.state, finished.outcome, finished.finished_ms
+    if outcome is None:
+        return
+    written = outcome.copied + outcome.dead_lettered
+    state.done_all(written)  # offsets the queue held: sane, often contiguous
+    for offset in outcome.missing + outcome.unwritable:  # may be anything a garbage START named: one at a time
+        state.done(offset)
+    # Lateness is judged by the deadlines the pass began with: the pass's ENDs may have been read back already.
+    deadlines = dict(zip(finished.job.offsets, finished.job.deadlines, strict=True))
     acked_ms = outcome.copied_at_ms or done_ms
-    for deadline in state.done_all(outcome.copied + outcome.dead_lettered):
+    for offset in written:
+        deadline = deadlines.get(offset)
         if deadline is not None:
             metrics.lateness.observe(max(0, acked_ms - deadline) / 1000)
-    state.done_all(outcome.missing + outcome.unwritable)
     metrics.redeliveries.inc(len(outcome.copied))
     metrics.dead_letters.inc(len(outcome.dead_lettered))
     metrics.missing.inc(len(outcome.missing))

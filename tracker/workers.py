@@ -33,6 +33,9 @@ class Pass:
 
     state: PartitionState  # the partition as owned when the pass began (a revoked one is not settled into a new one)
     offsets: Sequence[int]
+    deadlines: Sequence[
+        int | None
+    ]  # of each offset, as the pass began (its ENDs may be read back before it is settled)
     started_ms: int  # wall clock
 
 
@@ -82,7 +85,7 @@ class RedeliveryPool:
     def submit(self, state: PartitionState, offsets: Sequence[int]) -> None:
         if state.partition in self.running:
             raise RuntimeError(f"partition {state.partition} already has a redelivery pass running")
-        job = Pass(state, offsets, now_ms())
+        job = Pass(state, offsets, state.deadlines_of(offsets), now_ms())
         worker = self._free_worker(state.partition)
         self.running[state.partition] = job
         self._serving[state.partition] = worker

@@ -72,7 +72,7 @@ class SyncPool:
         return partition in self.running
 
     def submit(self, state: PartitionState, offsets: Sequence[int]) -> None:
-        job = Pass(state, offsets, now_ms())
+        job = Pass(state, offsets, state.deadlines_of(offsets), now_ms())
         self.finished.append(Finished(job, self.redeliverer.redeliver(state.partition, offsets), None, now_ms()))
 
     def completed(self) -> list[Finished]:
