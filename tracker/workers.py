@@ -54,7 +54,8 @@ class Finished:
 
 
 class RedeliveryPool:
-    """Up to `size` worker threads, started as the load needs them; at most one pass per partition at a time."""
+    """`size` worker threads (all started by `start`, else as passes need them); at most one pass per partition
+    at a time."""
 
     def __init__(self, config: TrackerConfig, size: int, factory: RedelivererFactory = Redeliverer) -> None:
         self._config = config
@@ -72,8 +73,12 @@ class RedeliveryPool:
         """Start every worker now: a bad setting fails at start rather than at the first due message, and each
         worker connects its clients before the first deadline (measured on Kafka 4.4: a reader's first read takes
         100-300 ms, against ~20 ms once connected)."""
-        while len(self._workers) < self._size:
-            self._spawn()
+        try:
+            while len(self._workers) < self._size:
+                self._spawn()
+        except BaseException:
+            self.close()  # the workers already started, and their clients
+            raise
 
     def can_take(self) -> bool:
         """A worker is (or can be started) free for one more pass."""

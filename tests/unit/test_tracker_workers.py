@@ -7,6 +7,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import cast
 
+import pytest
+
 from kmq.config import KmqConfig
 from tests.helpers import wait_for
 from tests.unit.test_tracker_loop import FakeIngest, caught_up
@@ -99,3 +101,20 @@ def test_one_worker_serves_the_partitions_in_turn() -> None:
     finally:
         loop.drain()
         pool.close()
+
+
+def test_a_worker_that_cannot_start_stops_those_already_started() -> None:
+    release, calls = threading.Event(), []
+    started: list[GatedRedeliverer] = []
+
+    def factory(config: TrackerConfig) -> Redeliverer:
+        if started:
+            raise ValueError("bad setting")
+        started.append(GatedRedeliverer(release, calls))
+        return cast(Redeliverer, started[0])
+
+    before = set(threading.enumerate())
+    pool = RedeliveryPool(CONFIG, 2, factory)
+    with pytest.raises(ValueError, match="bad setting"):
+        pool.start()
+    assert set(threading.enumerate()) <= before  # the first worker's thread was stopped
