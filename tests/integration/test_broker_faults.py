@@ -15,6 +15,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
@@ -154,9 +155,13 @@ class Flow:
                     self.errors[f"worker: {type(e).__name__}"] += 1
 
     def _serve_http(self) -> None:
-        """The facade sends its own messages, and receives and acknowledges beside the workers."""
+        """The facade sends its own messages, and receives and acknowledges beside the workers. A refused ack (503)
+        is sent again with the next one, as an application would: its ENDs may have been written all the same (a
+        write that timed out in the producer may still land), and then the tracker never hands the messages out
+        again."""
         path, progress = f"/v1/queues/{self.config.queue_topic}", self.progress["facade"]
         unsent = [f"http-{i}" for i in range(HTTP_MESSAGES)]
+        unacked: list[dict[str, Any]] = []
         while not self.stopping.is_set():
             if unsent:
                 batch = unsent[:20]
@@ -170,12 +175,14 @@ class Flow:
             if answer.status_code != 200:
                 self.errors[f"facade receive: {answer.status_code}"] += 1
                 continue
-            messages = answer.json()["messages"]
+            messages = unacked + answer.json()["messages"]
             if messages:
                 acked = self.http.post(f"{path}/ack", json={"receipts": [m["receipt"] for m in messages]})
                 if acked.status_code != 200:
                     self.errors[f"facade ack: {acked.status_code}"] += 1
+                    unacked = messages
                     continue
+                unacked = []
                 for m, result in zip(messages, acked.json()["results"], strict=True):
                     self._settle(m["value"], m["redelivery_count"], result["status"] in ("ok", "expired"))
             progress.step()
