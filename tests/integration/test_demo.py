@@ -97,6 +97,12 @@ def demo(
         output.close()
 
 
+def unless_stand_in(kafka: KafkaCluster) -> KafkaCluster | None:
+    """The session's cluster for a demo, unless it is a stand-in: its clients need the stand-in's own settings
+    (short fetch waits), which the demo gives only the broker it starts."""
+    return kafka if kafka.backend in ("kafka", "external") else None
+
+
 def descendants(root: int) -> set[int]:
     """Every process below `root` (children, grandchildren, ...), from /proc."""
     parents: dict[int, int] = {}
@@ -142,9 +148,7 @@ def test_demo_verifies_from_the_topics_that_nothing_was_lost(
     tmp_path: Path, marker_format: str, kafka: KafkaCluster
 ) -> None:
     args = (*SMALL, "--workers", "2", "--marker-format", marker_format)
-    # A stand-in's clients need its own settings (short fetch waits), which the demo gives its own broker only.
-    on_kafka = kafka if kafka.backend in ("kafka", "external") else None
-    with demo(*args, log_dir=tmp_path, cluster=on_kafka) as (process, output):
+    with demo(*args, log_dir=tmp_path, cluster=unless_stand_in(kafka)) as (process, output):
         code = process.wait(timeout=120)
         output.join(10)
     text = output.text
