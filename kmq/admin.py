@@ -64,10 +64,10 @@ def ensure_topics(
         _log.warning("broker refused LogAppendTime on %s; deadlines follow producers' clocks", config.markers_topic)
         _create(admin, config, NewTopic(config.markers_topic, partitions, replicas, config=markers_config), timeout_s)
     _create(admin, config, NewTopic(config.dead_letter_topic, partitions, replicas, config=dict(durable)), timeout_s)
-    _await_metadata(config, (config.queue_topic, config.markers_topic, config.dead_letter_topic), timeout_s)
+    _await_metadata(config, (config.queue_topic, config.markers_topic, config.dead_letter_topic), timeout_s, admin)
     if len(metadata.brokers) > 1:
         _await_every_broker(config, metadata, timeout_s)
-    check_topics(config, timeout_s)
+    check_topics(config, timeout_s, admin)
 
 
 def _await_every_broker(config: KmqConfig, metadata: ClusterMetadata, timeout_s: float) -> None:
@@ -115,12 +115,13 @@ def replication(config: KmqConfig, timeout_s: float | None = None) -> list[Topic
     return sorted(result, key=lambda r: topics.index(r.topic))
 
 
-def _await_metadata(config: KmqConfig, topics: tuple[str, ...], timeout_s: float) -> None:
+def _await_metadata(config: KmqConfig, topics: tuple[str, ...], timeout_s: float, admin: AdminClient) -> None:
     """Until metadata shows every topic with a leader per partition: a broker learns of a topic just created a
-    moment after the controller answered, and a check before then would find it missing."""
+    moment after the controller answered, and a check before then would find it missing. Asks through `admin`
+    (the creating client, connected already: a new client for each ask cost a connection, ~40 ms, each time)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        metadata = _metadata(config, timeout_s)
+        metadata = _metadata(config, timeout_s, admin)
         found = [metadata.topics.get(topic) for topic in topics]
         if all(t is not None and t.error is None and t.partitions and _led(t) for t in found):
             return

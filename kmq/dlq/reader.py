@@ -16,6 +16,10 @@ from kmq.errors import BrokerUnavailableError
 from kmq.kafka import consumer_settings
 
 POLL_S = 0.2
+# A listing reads every partition to its end, where Apache Kafka parks the fetch for fetch.wait.max.ms (500 ms by
+# default, more if the user long-polls) before librdkafka reports the end: pinned short, as the tracker's queue reader
+# does. Measured on Kafka 4.4: an empty listing took ~0.5 s with the default, ~25 ms with this.
+_END_FETCH_WAIT_MS = 10
 
 
 def read_dead_letters(config: KmqConfig, timeout_s: float = 60.0) -> list[DeadLetter]:
@@ -24,7 +28,11 @@ def read_dead_letters(config: KmqConfig, timeout_s: float = 60.0) -> list[DeadLe
     topic = config.dead_letter_topic
     partitions = topic_partitions(config, topic)
     settings = consumer_settings(
-        config, f"kmq-dlq-reader-{uuid.uuid4().hex[:8]}", isolation_level="read_committed", enable_partition_eof=True
+        config,
+        f"kmq-dlq-reader-{uuid.uuid4().hex[:8]}",
+        isolation_level="read_committed",
+        enable_partition_eof=True,
+        fetch_wait_max_ms=_END_FETCH_WAIT_MS,
     )
     consumer = Consumer(settings)
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])

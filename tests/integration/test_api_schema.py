@@ -79,6 +79,10 @@ def test_every_answer_fits_the_schema_and_none_is_a_5xx(case: Any, served: tuple
 
 # Python's json reads NaN, Infinity and 1e400 as floats: a client may send them, in any field of any route.
 NON_FINITE = ("NaN", "Infinity", "-Infinity", "1e400")
+# (route, field, number) sent so far: every field of every route gets each of the four numbers, once, in the first
+# generated body that has the field. (Sending one number per field of every generated body repeated the same checks
+# ~1 000 times, a third of this module's time, and left most fields without three of the numbers.)
+_SENT: set[tuple[str, str, str]] = set()
 
 
 @schema.parametrize()
@@ -88,14 +92,19 @@ def test_a_non_finite_number_in_any_field_is_a_422_naming_it(case: Any, served: 
     if not isinstance(case.body, dict) or not case.path_parameters:
         return  # no JSON object body (GET routes): nothing to put a number in
     case.path_parameters["queue"] = queue
-    for index, field in enumerate(sorted(case.body) or ["max_messages"]):
-        number = NON_FINITE[index % len(NON_FINITE)]
-        raw = (
-            json.dumps({**case.body, field: 0.5}).replace("0.5", number, 1) if case.body else f'{{"{field}": {number}}}'
-        )
-        target = case.as_transport_kwargs(base_url=base_url)["url"]
-        headers = {**AUTH, "Content-Type": "application/json"}
-        response = httpx.post(target, content=raw.encode(), headers=headers, timeout=30)
-        assert response.status_code == 422, (raw, response.text)
-        assert ["body", field] in [error["loc"][:2] for error in response.json()["detail"]], response.text
-        assert "422" in case.operation.definition.raw["responses"]  # a documented answer
+    for field in sorted(case.body) or ["max_messages"]:
+        for number in NON_FINITE:
+            if (case.operation.label, field, number) in _SENT:
+                continue
+            _SENT.add((case.operation.label, field, number))
+            _send_non_finite(case, base_url, field, number)
+
+
+def _send_non_finite(case: Any, base_url: str, field: str, number: str) -> None:
+    raw = json.dumps({**case.body, field: 0.5}).replace("0.5", number, 1) if case.body else f'{{"{field}": {number}}}'
+    target = case.as_transport_kwargs(base_url=base_url)["url"]
+    headers = {**AUTH, "Content-Type": "application/json"}
+    response = httpx.post(target, content=raw.encode(), headers=headers, timeout=30)
+    assert response.status_code == 422, (raw, response.text)
+    assert ["body", field] in [error["loc"][:2] for error in response.json()["detail"]], response.text
+    assert "422" in case.operation.definition.raw["responses"]  # a documented answer

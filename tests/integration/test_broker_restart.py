@@ -28,9 +28,10 @@ HTTP_MESSAGES = 50
 AUTH = {"Authorization": "Bearer restart-key"}
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def restartable() -> Iterator[EmbeddedKafka]:
-    """A Kafka node of this test's own: the one the test stops and starts again (the session's serves the others)."""
+    """A Kafka node of this module's own: the one each test stops and starts again (the session's serves the others).
+    Each test leaves it running on its data; the next one restarts it once more, on topics of its own."""
     if external_cluster_requested() or backend_under_test() != "kafka":
         pytest.skip("restarting a broker on its data needs the embedded kafka backend (KMQ_TEST_BACKEND=kafka)")
     with EmbeddedKafka("kafka") as broker:

@@ -1,6 +1,8 @@
 """`kmq demo` end to end: it loses nothing, and a Ctrl-C at any point leaves no process running.
 
-The demo starts its own embedded broker (or uses KMQ_BOOTSTRAP_SERVERS when set, like every broker test).
+The Ctrl-C and kill tests let the demo start its own embedded broker (it must stop with the rest); the runs that
+verify the tally use the session's broker (KMQ_BOOTSTRAP_SERVERS, as a user with a cluster would): a JVM start less
+each.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from kmq.embedded import KafkaCluster
 
 pytestmark = pytest.mark.integration
 KMQ = str(Path(sys.executable).parent / "kmq")
@@ -66,16 +70,19 @@ class Output:
 
 
 @contextmanager
-def demo(*args: str, log_dir: Path) -> Iterator[tuple[subprocess.Popen[str], Output]]:
-    """`kmq demo ARGS` in the background (its child logs under `log_dir`); killed with everything it started if the
-    test fails midway."""
+def demo(
+    *args: str, log_dir: Path, cluster: KafkaCluster | None = None
+) -> Iterator[tuple[subprocess.Popen[str], Output]]:
+    """`kmq demo ARGS` in the background (its child logs under `log_dir`) on `cluster`, else on a broker it starts;
+    killed with everything it started if the test fails midway."""
     backend = os.environ.get("KMQ_TEST_BACKEND")
+    on_cluster = {"KMQ_BOOTSTRAP_SERVERS": cluster.bootstrap_servers} if cluster is not None else {}
     process = subprocess.Popen(
         [KMQ, "demo", *args, *(["--backend", backend] if backend else [])],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "COLUMNS": "200", "TMPDIR": str(log_dir)},
+        env={**os.environ, "COLUMNS": "200", "TMPDIR": str(log_dir), **on_cluster},
     )
     output = Output(process)
     try:
@@ -88,6 +95,12 @@ def demo(*args: str, log_dir: Path) -> Iterator[tuple[subprocess.Popen[str], Out
             for pid in leftovers:
                 _kill(pid)
         output.close()
+
+
+def unless_stand_in(kafka: KafkaCluster) -> KafkaCluster | None:
+    """The session's cluster for a demo, unless it is a stand-in: its clients need the stand-in's own settings
+    (short fetch waits), which the demo gives only the broker it starts."""
+    return kafka if kafka.backend in ("kafka", "external") else None
 
 
 def descendants(root: int) -> set[int]:
@@ -131,8 +144,11 @@ def wait_gone(pids: set[int], timeout_s: float) -> set[int]:
 
 
 @pytest.mark.parametrize("marker_format", ["kmq", "batch"])
-def test_demo_verifies_from_the_topics_that_nothing_was_lost(tmp_path: Path, marker_format: str) -> None:
-    with demo(*SMALL, "--workers", "2", "--marker-format", marker_format, log_dir=tmp_path) as (process, output):
+def test_demo_verifies_from_the_topics_that_nothing_was_lost(
+    tmp_path: Path, marker_format: str, kafka: KafkaCluster
+) -> None:
+    args = (*SMALL, "--workers", "2", "--marker-format", marker_format)
+    with demo(*args, log_dir=tmp_path, cluster=unless_stand_in(kafka)) as (process, output):
         code = process.wait(timeout=120)
         output.join(10)
     text = output.text

@@ -177,3 +177,11 @@ def _app(config: KmqConfig) -> Any:
     from api.app import create_app
 
     return create_app(api_config(config))
+
+
+def test_a_listing_never_waits_out_the_users_long_fetch_wait(make_config: MakeConfig) -> None:
+    # given consumers that long-poll (a fetch parked at a partition's end waits up to 30 s for data)
+    config = make_config(partitions=2, consumer_kafka_config={"fetch.wait.max.ms": 30_000})
+    # when the dead letters (none: every partition is at its end at once) are listed within 5 s
+    # then the listing reaches the end of both partitions instead of waiting for the parked fetches
+    assert read_dead_letters(config, timeout_s=5) == []

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_demo import Output, demo
+from kmq.embedded import KafkaCluster
+from tests.integration.test_demo import Output, demo, unless_stand_in
 
 pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -111,10 +112,12 @@ def test_asyncio_worker_processes_everything_it_sent(kafka: Any, broker_env: dic
 
 
 @pytest.fixture(scope="module")
-def running_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """`kmq demo --keep-running`: the broker, trackers and REST facade the http examples talk to; its exports."""
+def running_demo(tmp_path_factory: pytest.TempPathFactory, kafka: KafkaCluster) -> Iterator[dict[str, str]]:
+    """`kmq demo --keep-running` on the session's broker (a JVM start less): the trackers and REST facade the http
+    examples talk to; its exports."""
     logs = tmp_path_factory.mktemp("demo-logs")
-    with demo("--messages", "200", "--msg-timeout-ms", "1000", "--keep-running", log_dir=logs) as (process, output):
+    args = ("--messages", "200", "--msg-timeout-ms", "1000", "--keep-running")
+    with demo(*args, log_dir=logs, cluster=unless_stand_in(kafka)) as (process, output):
         output.wait_for("Ctrl-C stops them all", timeout_s=120)
         export = output.wait_for(r"^export (.*)$", timeout_s=1)[1]
         yield dict(pair.split("=", 1) for pair in shlex.split(export))
