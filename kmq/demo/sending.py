@@ -14,11 +14,13 @@ CHUNK = 1_000
 
 
 class Sender:
-    """`sent` counts acknowledged messages; `failure` holds what stopped the thread, if anything did."""
+    """Sends the numbers `first` .. `first + count - 1`; `sent` counts acknowledged messages; `failure` holds what
+    stopped the thread, if anything did."""
 
-    def __init__(self, config: KmqConfig, count: int) -> None:
+    def __init__(self, config: KmqConfig, count: int, first: int = 1) -> None:
         self.config = config
         self.count = count
+        self.first = first
         self.sent = 0
         self.failure: Exception | None = None
         self._thread = threading.Thread(target=self._run, name="kmq-demo-sender", daemon=True)
@@ -37,8 +39,9 @@ class Sender:
     def _run(self) -> None:
         try:
             with KmqProducer(self.config, check=False) as producer:
-                for first in range(1, self.count + 1, CHUNK):
-                    numbers = range(first, min(first + CHUNK, self.count + 1))
+                end = self.first + self.count
+                for first in range(self.first, end, CHUNK):
+                    numbers = range(first, min(first + CHUNK, end))
                     # Keyed by number: spread over every partition, and the same number always to the same one.
                     producer.send_batch(OutgoingMessage(encode_number(n), encode_number(n)) for n in numbers)
                     self.sent += len(numbers)

@@ -98,23 +98,27 @@ def running_flow(
 
 
 def wait_accounted(
-    flow: Flow, sender: Sender, timeout_s: float, on_poll: Callable[[], object] = lambda: None
+    flow: Flow, *senders: Sender, timeout_s: float, on_poll: Callable[[], object] = lambda: None
 ) -> Verdict:
     """Until every number sent is processed or dead-lettered, or the deadline; then the verdict, read again from the
-    topics. `on_poll` runs between polls (e.g. a fault injector)."""
+    topics. The senders together send the numbers 1..N; `on_poll` runs between polls (e.g. a fault injector)."""
+    count = sum(sender.count for sender in senders)
+    numbers = sorted(n for s in senders for n in range(s.first, s.first + s.count))
+    assert numbers == list(range(1, count + 1)), "the senders must send the numbers 1..N between them, each once"
     observer = TopicObserver(flow.config, flow.results)
     deadline = time.monotonic() + timeout_s
     try:
-        while not observer.tally.all_accounted(sender.count) and time.monotonic() < deadline:
+        while not observer.tally.all_accounted(count) and time.monotonic() < deadline:
             observer.poll(0.2)
             on_poll()
             flow.children.check()
-            assert sender.failure is None, f"sending failed: {sender.failure}"
+            for sender in senders:
+                assert sender.failure is None, f"sending failed: {sender.failure}"
     finally:
         observer.close()
     verifier = TopicObserver(flow.config, flow.results)
     try:
-        return verifier.read_to_end(60.0).verdict(sender.count)
+        return verifier.read_to_end(60.0).verdict(count)
     finally:
         verifier.close()
 

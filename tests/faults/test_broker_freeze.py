@@ -21,7 +21,10 @@ from tests.helpers import wait_for
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 MakeConfig = Callable[..., KmqConfig]
 MESSAGES = 4_000
-FREEZE_AFTER = 200  # processed before the freeze: early, so most of the flow meets it
+FREEZE_AFTER = 200  # processed before the freeze
+# The flow processes thousands of messages a second: half of them are sent only once the broker is frozen (the
+# producer waits with them), so messages are in flight on both sides of the freeze, not just redeliveries.
+SENT_BEFORE = MESSAGES // 2
 FREEZE_S = 10.0
 
 
@@ -48,18 +51,19 @@ def test_a_broker_frozen_for_10s_loses_nothing(kafka: KafkaCluster, make_config:
         pytest.skip("the broker is not a child process of the tests (KMQ_BOOTSTRAP_SERVERS): it cannot be frozen")
     config = make_config(partitions=4, msg_timeout_ms=2_000, max_redeliveries=100)
     with running_flow(kafka, config, tmp_path) as flow:
-        sender = Sender(config, MESSAGES).start()
+        sender = Sender(config, SENT_BEFORE).start()
         progress = accounted(flow)
         wait_for(lambda: progress() >= FREEZE_AFTER, timeout_s=60, what="the first messages processed")
         before = progress()
         os.kill(pid, signal.SIGSTOP)
         try:
+            late = Sender(config, MESSAGES - SENT_BEFORE, first=SENT_BEFORE + 1).start()
             time.sleep(FREEZE_S)  # the fault itself: the broker answers nothing for this long
         finally:
             os.kill(pid, signal.SIGCONT)
         resumed_ms = time.time_ns() // 1_000_000
         recovery_s = (first_result_after(config, flow.results, resumed_ms) - resumed_ms) / 1000
-        verdict = wait_accounted(flow, sender, timeout_s=120.0)
+        verdict = wait_accounted(flow, sender, late, timeout_s=120.0)
     print(
         f"\nbroker frozen {FREEZE_S:.0f} s with about {before} of {MESSAGES} processed: the first result written "
         f"after SIGCONT is stamped {recovery_s:.1f} s after it; processed {verdict.processed}, "
