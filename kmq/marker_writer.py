@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ from kmq.markers import EndMarker, MarkerKey, StartMarker, encode_key
 _log = logging.getLogger(__name__)
 _END = EndMarker().encode()
 _ROOM_WAIT_S = 0.05
+_WAIT_SLICE_S = 0.001
 Offsets = Mapping[int, Sequence[int]]  # queue partition -> offsets of the batch's messages in it
 
 
@@ -39,7 +41,9 @@ class StartWriter:
     def __init__(self, config: KmqConfig, producer: Producer | None = None) -> None:
         self.config = config
         self._topic = config.markers_topic
-        self.producer = producer if producer is not None else Producer(marker_producer_settings(config))
+        # linger.ms=0: nothing lingers for company (a batch goes to librdkafka at once), and with reading ahead the
+        # round trip must start at once, to run while the application works (no flush() triggers the send).
+        self.producer = producer if producer is not None else Producer(marker_producer_settings(config, linger_ms=0))
 
     def produce(self, offsets: Offsets, redeliver_after_ms: int) -> Failures:
         """Queue a START per offset; DeliveryError when librdkafka refuses one at once (e.g. no such partition)."""
@@ -54,8 +58,18 @@ class StartWriter:
         return failures
 
     def wait(self, failures: Failures, timeout_s: float) -> None:
-        """Wait until the batch is acknowledged; DeliveryError for its first failure or at the deadline."""
-        failures.check(self.producer.flush(timeout_s), timeout_s)
+        """Wait until the batch is acknowledged; DeliveryError for its first failure or at the deadline.
+
+        Not `flush()`: librdkafka's flush sleeps in 10 ms slices between checks unless a delivery report wakes it,
+        and a success reports nothing here, so each batch waited ~5 ms past its acknowledgement (measured: half the
+        kmq-batch window). Polling in 1 ms slices costs a few µs of CPU per slice."""
+        producer = self.producer
+        deadline = time.monotonic() + timeout_s
+        remaining = producer.flush(0)  # serves the reports there are, and counts what is still unacknowledged
+        while remaining and time.monotonic() < deadline:
+            producer.poll(_WAIT_SLICE_S)
+            remaining = producer.flush(0)
+        failures.check(remaining, timeout_s)
 
     def flush(self, timeout_s: float) -> int:
         return self.producer.flush(timeout_s)
