@@ -33,7 +33,7 @@ Offsets = Mapping[int, Sequence[int]]  # queue partition -> offsets of the batch
 class StartWriter:
     """Writes the START markers of a batch and waits until every one is acknowledged (step 2 of the client flow).
 
-    Its producer carries nothing but these batches, one at a time, so `flush()` returning 0 means the whole batch is
+    Its producer carries nothing but these batches, one at a time, so its queue being empty means the whole batch is
     durable; each batch collects its failures in a `Failures` of its own. The records of a partition go to librdkafka
     in one `produce_batch` call.
     """
@@ -41,9 +41,14 @@ class StartWriter:
     def __init__(self, config: KmqConfig, producer: Producer | None = None) -> None:
         self.config = config
         self._topic = config.markers_topic
-        # linger.ms=0: nothing lingers for company (a batch goes to librdkafka at once), and with reading ahead the
-        # round trip must start at once, to run while the application works (no flush() triggers the send).
-        self.producer = producer if producer is not None else Producer(marker_producer_settings(config, linger_ms=0))
+        # With reading ahead no flush() triggers the send: the round trip must start at once, to run while the
+        # application works. A batch's BATCH STARTs (one per partition) go out at once; kmq STARTs (one per message)
+        # linger 1 ms, time for `produce_batch` to queue a partition's records: at 0 librdkafka sent them in many
+        # small requests as they were queued (measured: kmq contender 5x the CPU per message).
+        linger_ms = 0 if config.marker_format == "batch" else 1
+        if producer is None:  # (not `producer or ...`: a Producer's truth is its queue length)
+            producer = Producer(marker_producer_settings(config, linger_ms=linger_ms))
+        self.producer = producer
 
     def produce(self, offsets: Offsets, redeliver_after_ms: int) -> Failures:
         """Queue a START per offset; DeliveryError when librdkafka refuses one at once (e.g. no such partition)."""
@@ -61,15 +66,15 @@ class StartWriter:
         """Wait until the batch is acknowledged; DeliveryError for its first failure or at the deadline.
 
         Not `flush()`: librdkafka's flush sleeps in 10 ms slices between checks unless a delivery report wakes it,
-        and a success reports nothing here, so each batch waited ~5 ms past its acknowledgement (measured: half the
-        kmq-batch window). Polling in 1 ms slices costs a few µs of CPU per slice."""
+        and a success reports nothing here, so each batch waited ~3-5 ms past its acknowledgement (measured: half
+        the kmq-batch window). `poll()` in 1 ms slices returns at once with a failure's report; `len()`, unlike
+        `flush(0)`, wakes no broker thread."""
         producer = self.producer
         deadline = time.monotonic() + timeout_s
-        remaining = producer.flush(0)  # serves the reports there are, and counts what is still unacknowledged
-        while remaining and time.monotonic() < deadline:
+        producer.poll(0)
+        while len(producer) and time.monotonic() < deadline:
             producer.poll(_WAIT_SLICE_S)
-            remaining = producer.flush(0)
-        failures.check(remaining, timeout_s)
+        failures.check(len(producer), timeout_s)
 
     def flush(self, timeout_s: float) -> int:
         return self.producer.flush(timeout_s)
@@ -84,20 +89,21 @@ class StartWriter:
             self._produce_batch(partition, records, failures.report)
 
     def _produce_batch(self, partition: int, records: list[dict[str, Any]], callback: DeliveryCallback) -> None:
+        producer = self.producer
         while records:
-            queued = self.producer.produce_batch(self._topic, records, partition=partition, on_delivery=callback)
+            queued = producer.produce_batch(self._topic, records, partition=partition, on_delivery=callback)
             if queued == len(records):
                 return
-            records = self._refused(partition, records)
+            records = self._refused(producer, partition, records)
 
-    def _refused(self, partition: int, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _refused(self, producer: Producer, partition: int, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The records to offer again once the local queue has room; DeliveryError for any other refusal."""
         refused = [record for record in records if "_error" in record]
         for record in refused:
             error: KafkaError = record["_error"]
             if error.code() != KafkaError._QUEUE_FULL:
                 raise DeliveryError(self._topic, partition, error.str())
-        self.producer.poll(_ROOM_WAIT_S)
+        producer.poll(_ROOM_WAIT_S)
         return [{"key": record["key"], "value": record["value"]} for record in refused]
 
 

@@ -34,6 +34,9 @@ class FailingOnce:
     def __init__(self, real: Any, error: KafkaError, *names: str) -> None:
         self._real, self._error, self._failing = real, error, set(names)
 
+    def __len__(self) -> int:
+        return len(self._real)
+
     def __getattr__(self, name: str) -> Any:
         if name in self._failing:
             self._failing.discard(name)

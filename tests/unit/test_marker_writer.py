@@ -51,6 +51,9 @@ class FakeProducer:
     def flush(self, timeout: float) -> int:
         return 0
 
+    def __len__(self) -> int:
+        return 0
+
 
 def test_one_produce_batch_per_partition_with_keys_and_the_start_value() -> None:
     producer = FakeProducer()
