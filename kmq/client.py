@@ -28,7 +28,7 @@ from kmq.errors import (
 from kmq.kafka import consumer_settings, produce, producer_settings
 from kmq.marker_writer import MarkerWriter, StartWriter, first_of
 from kmq.markers import MarkerKey
-from kmq.message import Message, Offsets, from_records
+from kmq.message import Message, Offsets, from_records, offsets_by_partition
 from kmq.retention import RetentionLimit
 
 _log = logging.getLogger(__name__)
@@ -81,7 +81,8 @@ class KmqClient:
         timeout_ms = self.config.msg_timeout_ms if msg_timeout_ms is None else msg_timeout_ms
         # The tracker's deadline is the marker's timestamp + timeout; the clock before producing is a safe estimate.
         deadline_ms = time.time_ns() // 1_000_000 + timeout_ms
-        messages, offsets = from_records(records, self.config.queue_topic, deadline_ms)
+        messages = from_records(records, self.config.queue_topic, deadline_ms)
+        offsets = offsets_by_partition(messages)
         commit = _next_offsets(self.config.queue_topic, offsets)
         if self._transactions is not None:
             # 2+3. STARTs and the offset commit in one transaction.

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pickle
 
 import pytest
+from confluent_kafka import Message as KafkaMessage
 
 from kmq.markers import MarkerKey
-from kmq.message import Message
+from kmq.message import Message, from_records, offsets_by_partition
 
 FIELDS = ("value", "key", "topic", "partition", "offset", "timestamp_ms", "redelivery_count", "deadline_ms", "headers")
 
@@ -47,3 +48,23 @@ def test_built_the_fast_way_it_is_the_same_message() -> None:
 def test_it_survives_pickling() -> None:
     msg = make([("trace", b"t")])
     assert pickle.loads(pickle.dumps(msg)) == msg
+
+
+def test_records_with_and_without_headers_become_messages_and_offsets_by_partition() -> None:
+    counted = [("kmq-redelivery-count", b"\x02"), ("trace", b"t")]
+    where = [(1, 7, None), (1, 8, counted), (0, 3, None), (1, 9, None), (0, 5, counted)]
+    records = [
+        KafkaMessage(topic="q", partition=p, offset=o, value=b"v", key=b"k", headers=hs, timestamp=(1, 5))
+        for p, o, hs in where
+    ]
+    messages = from_records(records, "q", 99)
+    assert [(m.partition, m.offset, m.redelivery_count) for m in messages] == [
+        (1, 7, 0),
+        (1, 8, 2),
+        (0, 3, 0),
+        (1, 9, 0),
+        (0, 5, 2),
+    ]
+    assert all(m.topic == "q" and m.deadline_ms == 99 and m.timestamp_ms == 5 for m in messages)
+    assert messages[1].headers == counted and messages[0].headers == []
+    assert offsets_by_partition(messages) == {1: [7, 8, 9], 0: [3, 5]}
