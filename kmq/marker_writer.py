@@ -41,10 +41,10 @@ class StartWriter:
     def __init__(self, config: KmqConfig, producer: Producer | None = None) -> None:
         self.config = config
         self._topic = config.markers_topic
-        # With reading ahead no flush() triggers the send: the round trip must start at once, to run while the
-        # application works. A batch's BATCH STARTs (one per partition) go out at once; kmq STARTs (one per message)
-        # linger 1 ms, time for `produce_batch` to queue a partition's records: at 0 librdkafka sent them in many
-        # small requests as they were queued (measured: kmq contender 5x the CPU per message).
+        # No flush() triggers the send (see `wait`): a batch's BATCH STARTs (one per partition) go out at once; kmq
+        # STARTs (one per message) linger 1 ms, time for `produce_batch` to queue a partition's records: at 0
+        # librdkafka sent them in many small requests as they were queued (measured: kmq contender 5x the CPU per
+        # message).
         linger_ms = 0 if config.marker_format == "batch" else 1
         if producer is None:  # (not `producer or ...`: a Producer's truth is its queue length)
             producer = Producer(marker_producer_settings(config, linger_ms=linger_ms))
