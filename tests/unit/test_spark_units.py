@@ -68,6 +68,14 @@ def test_options_build_a_config_and_name_a_bad_one() -> None:
         SourceOptions.parse({"bootstrap.servers": "k:9092", "queue": "q", "quue": "x"})
 
 
+def test_the_marker_format_option_reaches_the_config_the_executors_write_with() -> None:
+    given = {"bootstrap.servers": "k:9092", "queue": "q"}
+    assert SourceOptions.parse(given).config.marker_format == "batch"  # KmqConfig's default, as every kmq client
+    assert SourceOptions.parse({**given, "marker_format": "kmq"}).config.marker_format == "kmq"
+    with pytest.raises(ConfigError, match="marker_format"):
+        SourceOptions.parse({**given, "marker_format": "bulk"})
+
+
 def test_ack_rows_are_checked() -> None:
     assert parse({"partition": 1, "offset": 7, "status": "retry", "delay_ms": 50}).delay_ms == 50
     with pytest.raises(AckInputError, match="'done' is not one of ok, retry, reject"):
