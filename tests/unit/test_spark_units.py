@@ -116,7 +116,7 @@ def test_the_report_totals_partitions() -> None:
     assert json.loads(report.to_json())["totals"]["unaccounted"] == 2
 
 
-def test_arrow_ack_batches_keep_ok_rows_as_pairs_and_check_the_rest() -> None:
+def test_arrow_ack_batches_keep_ok_rows_as_offsets_per_partition_and_check_the_rest() -> None:
     import pyarrow as pa
 
     from kmq.spark.acking import parse_batches
@@ -124,9 +124,16 @@ def test_arrow_ack_batches_keep_ok_rows_as_pairs_and_check_the_rest() -> None:
     batch = pa.RecordBatch.from_pydict(
         {"partition": [0, 1, 1], "offset": [5, 6, 7], "status": ["ok", "retry", "ok"], "delay_ms": [None, 20, None]}
     )
-    ends, others = parse_batches([batch])
-    assert ends == [(0, 5), (1, 7)]
-    assert [(a.partition, a.offset, a.status, a.delay_ms) for a in others] == [(1, 6, "retry", 20)]
+    ends, others = parse_batches([batch, batch])
+    assert ends.by_partition() == {0: [5], 1: [7]}  # ascending, each offset once
+    assert ends.rows == 4
+    assert [(a.partition, a.offset, a.status, a.delay_ms) for a in others] == [(1, 6, "retry", 20)] * 2
+    unordered = pa.RecordBatch.from_pydict({"partition": [3, 3, 3, 3], "offset": [9, 3, 4, 3], "status": ["ok"] * 4})
+    assert parse_batches([unordered])[0].by_partition() == {3: [3, 4, 9]}
+    with pytest.raises(AckInputError, match="'status' is null"):
+        parse_batches(
+            [pa.RecordBatch.from_pydict({"partition": [0], "offset": [1], "status": pa.array([None], pa.string())})]
+        )
     bad = pa.RecordBatch.from_pydict({"partition": [0], "offset": [None], "status": ["ok"]})
     with pytest.raises(AckInputError, match="'offset' is null"):
         parse_batches([batch, bad])
