@@ -57,13 +57,17 @@ class KmqStreamReader(DataSourceStreamReader):
         self.options = options
         self._positions: QueuePositions | None = None
         self._committed: dict[int, int] = {}
+        self._initial: SourceOffset | None = None
 
     def __getstate__(self) -> dict[str, Any]:  # executors get the options, never the driver's consumer
-        return {"options": self.options, "_positions": None, "_committed": {}}
+        return {"options": self.options, "_positions": None, "_committed": {}, "_initial": None}
 
     def initialOffset(self) -> SourceOffset:
-        """A new query starts where the kmq group stands; a restarted one from Spark's checkpoint."""
-        return to_offset(self._driver().committed())
+        """A new query starts where the kmq group stands; a restarted one from Spark's checkpoint. Spark asks twice
+        as the first micro-batch is planned: both get the first answer (one group look-up, one stable start)."""
+        if self._initial is None:
+            self._initial = to_offset(self._driver().committed())
+        return self._initial
 
     def latestOffset(self, start: SourceOffset, limit: ReadLimit) -> SourceOffset:
         first = from_offset(start)
