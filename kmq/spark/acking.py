@@ -19,6 +19,7 @@ from kmq.kafka import produce, producer_settings
 from kmq.marker_writer import MarkerWriter
 from kmq.markers import MarkerKey
 from kmq.spark.ack_ends import OkOffsets
+from kmq.spark.clients import discard, marker_producer
 from kmq.spark.fetching import fetch_messages
 from kmq.spark.sending import headers as to_headers
 
@@ -93,7 +94,15 @@ def apply(config: KmqConfig, acks: Sequence[Ack], ends: OkOffsets | None = None)
     """Write every acknowledgement (`ends`: the ok rows) and wait for all of them; DeliveryError fails the task
     (Spark retries it, and writing the same markers again is harmless). ENDs go first, then nacks and rejects, as
     the rows' order would have them if a row were acked twice."""
-    markers = MarkerWriter(config)
+    markers = MarkerWriter(config, marker_producer(config, "acks"))
+    try:
+        _write(config, markers, acks, ends)
+    except Exception:
+        discard(config, "acks")
+        raise
+
+
+def _write(config: KmqConfig, markers: MarkerWriter, acks: Sequence[Ack], ends: OkOffsets | None) -> None:
     _dead_letter(config, [ack for ack in acks if ack.status == "reject"])
     if ends is not None:
         ends.write(markers)

@@ -14,6 +14,7 @@ from kmq.config import KmqConfig
 from kmq.errors import DeliveryError, MarkerWriteError
 from kmq.kafka import consumer_settings
 from kmq.marker_writer import StartWriter
+from kmq.spark.clients import discard, marker_producer
 from kmq.spark.offsets import OffsetRange
 
 _log = logging.getLogger(__name__)
@@ -45,13 +46,14 @@ def with_starts(
     config: KmqConfig, chunks: Iterator[list[KafkaMessage]], timeout_ms: int
 ) -> Iterator[list[KafkaMessage]]:
     """Each chunk once its START markers are acknowledged (acks=all); MarkerWriteError fails the task."""
-    writer = StartWriter(config)
+    writer = StartWriter(config, marker_producer(config, "starts"))
     for chunk in chunks:
         partition = chunk[0].partition() or 0
         offsets = {partition: [record.offset() or 0 for record in chunk]}
         try:
             writer.wait(writer.produce(offsets, timeout_ms), 30.0)
         except DeliveryError as e:
+            discard(config, "starts")
             raise MarkerWriteError(config.markers_topic, partition, offsets[partition][0], str(e)) from e
         yield chunk
 

@@ -137,3 +137,18 @@ def test_arrow_ack_batches_keep_ok_rows_as_offsets_per_partition_and_check_the_r
     bad = pa.RecordBatch.from_pydict({"partition": [0], "offset": [None], "status": ["ok"]})
     with pytest.raises(AckInputError, match="'offset' is null"):
         parse_batches([batch, bad])
+
+
+def test_a_worker_keeps_one_marker_producer_per_role_until_a_failure_discards_it() -> None:
+    from kmq.config import KmqConfig
+    from kmq.spark.clients import discard, marker_producer
+
+    config = KmqConfig(bootstrap_servers="127.0.0.1:1", queue_topic="q")
+    starts = marker_producer(config, "starts")
+    assert marker_producer(config, "starts") is starts  # the next task of this worker: no new producer id
+    assert marker_producer(config, "acks") is not starts  # STARTs and acks never share one
+    assert marker_producer(config.model_copy(update={"queue_topic": "other"}), "starts") is starts  # same cluster
+    discard(config, "starts")
+    assert marker_producer(config, "starts") is not starts
+    discard(config, "starts")
+    discard(config, "acks")
