@@ -12,7 +12,7 @@ MARKER_FORMATS = ("kmq", "batch")  # PROTOCOL.md: two markers per row, or a BATC
 _KAFKA_PREFIX = "kafka."
 _KNOWN = frozenset(
     {"bootstrap.servers", "queue", "group", "markers", "dead_letters", "msg_timeout_ms", "marker_format",
-     "max_records_per_batch", "chunk_size", "path", "topic", "checkpointlocation"}
+     "max_records_per_batch", "max_rows_per_task", "chunk_size", "path", "topic", "checkpointlocation"}
 )  # fmt: skip  # Spark passes "path" and "checkpointLocation" to sources and sinks itself
 
 
@@ -22,6 +22,7 @@ class SourceOptions:
 
     config: KmqConfig  # its marker_format: the STARTs the source writes and the ENDs the ack sink writes
     max_records_per_batch: int = 0  # 0: no admission limit
+    max_rows_per_task: int = 100_000  # a partition's range is cut into tasks of at most this many, read in parallel
     chunk_size: int = 5_000  # rows per START flush on an executor
 
     @staticmethod
@@ -40,6 +41,7 @@ class SourceOptions:
         return SourceOptions(
             config=_config(given),
             max_records_per_batch=_int(given, "max_records_per_batch", 0, minimum=0),
+            max_rows_per_task=_int(given, "max_rows_per_task", 100_000, minimum=1),
             chunk_size=_int(given, "chunk_size", 5_000, minimum=1),
         )
 

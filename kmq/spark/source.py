@@ -25,12 +25,11 @@ from kmq.spark.reading import read_range, read_to_end, with_starts
 from kmq.spark.rows import QUEUE_SCHEMA, to_batch
 from kmq.spark.sending import send_rows
 
-_MAX_ROWS_PER_TASK = 100_000  # a partition's range is cut into tasks of this size, read in parallel
-
 
 class KmqDataSource(DataSource):
     """Options: bootstrap.servers, queue, group, markers, msg_timeout_ms, marker_format, max_records_per_batch,
-    kafka.* (see kmq.spark.options); `topic` reads another topic (e.g. the dead letters) in a batch query."""
+    max_rows_per_task, kafka.* (see kmq.spark.options); `topic` reads another topic (e.g. the dead letters) in a
+    batch query."""
 
     @classmethod
     def name(cls) -> str:
@@ -85,7 +84,9 @@ class KmqStreamReader(DataSourceStreamReader):
         return ReadMaxRows(limit) if limit > 0 else ReadAllAvailable()
 
     def partitions(self, start: SourceOffset, end: SourceOffset) -> Sequence[InputPartition]:
-        return [InputPartition(span) for span in split(from_offset(start), from_offset(end), _MAX_ROWS_PER_TASK)]
+        return [
+            InputPartition(span) for span in split(from_offset(start), from_offset(end), self.options.max_rows_per_task)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         span: OffsetRange = partition.value

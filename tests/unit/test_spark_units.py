@@ -40,12 +40,28 @@ def test_admission_never_passes_the_limit_nor_the_end_and_uses_the_budget(
 def test_ranges_cover_each_partition_exactly_in_pieces() -> None:
     # partition 1 has nothing new; partition 2 was added since the query began: read from its beginning
     assert split({0: 0, 1: 10}, {0: 5, 1: 10, 2: 3}, 2) == [
-        OffsetRange(0, 0, 2),
-        OffsetRange(0, 2, 4),
-        OffsetRange(0, 4, 5),
-        OffsetRange(2, 0, 2),
-        OffsetRange(2, 2, 3),
+        OffsetRange(0, 0, 1),
+        OffsetRange(0, 1, 3),
+        OffsetRange(0, 3, 5),
+        OffsetRange(2, 0, 1),
+        OffsetRange(2, 1, 3),
     ]
+    # pieces as even as they can be, not one full piece and a small rest
+    assert split({0: 0}, {0: 125_000}, 100_000) == [OffsetRange(0, 0, 62_500), OffsetRange(0, 62_500, 125_000)]
+
+
+@given(positions, st.lists(st.integers(0, 500), min_size=8, max_size=8), st.integers(1, 50))
+def test_ranges_are_contiguous_bounded_and_cover_the_batch(
+    start: dict[int, int], extra: list[int], max_rows: int
+) -> None:
+    end = {p: start[p] + extra[p] for p in start}
+    ranges = split(start, end, max_rows)
+    for p in start:
+        mine = [r for r in ranges if r.partition == p]
+        assert all(0 < r.end - r.start <= max_rows for r in mine)
+        assert [r.start for r in mine] == ([start[p]] + [r.end for r in mine[:-1]] if mine else [])
+        assert (mine[-1].end if mine else start[p]) == end[p]
+        assert len(mine) == -(-extra[p] // max_rows)
 
 
 def test_options_build_a_config_and_name_a_bad_one() -> None:
@@ -60,6 +76,7 @@ def test_options_build_a_config_and_name_a_bad_one() -> None:
     assert options.config.markers_topic == "orders__markers"
     assert options.config.kafka_config == {"security.protocol": "SSL"}
     assert options.max_records_per_batch == 5
+    assert options.max_rows_per_task == 100_000
     with pytest.raises(ConfigError, match="queue"):
         SourceOptions.parse({"bootstrap.servers": "k:9092"})
     with pytest.raises(ConfigError, match="max_records_per_batch"):
