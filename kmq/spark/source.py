@@ -65,7 +65,8 @@ class KmqStreamReader(DataSourceStreamReader):
         """A new query starts where the kmq group stands; a restarted one from Spark's checkpoint. Spark asks twice
         as the first micro-batch is planned: both get the first answer (one group look-up, one stable start)."""
         if self._initial is None:
-            self._initial = to_offset(self._driver().committed())
+            positions = self._driver().committed()
+            self._initial, self._committed = to_offset(positions), positions  # the group stands there already
         return self._initial
 
     def latestOffset(self, start: SourceOffset, limit: ReadLimit) -> SourceOffset:
