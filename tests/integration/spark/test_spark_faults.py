@@ -38,7 +38,7 @@ MakeConfig = Callable[..., KmqConfig]
 def pipeline_process(config: KmqConfig, output: Path, checkpoint: Path) -> Iterator[subprocess.Popen[bytes]]:
     """examples/spark/pipeline.py as its own driver process (its JVM in the same process group)."""
     args = ["-b", config.bootstrap_servers, "-q", config.queue_topic, "--output", str(output), "--checkpoint",
-            str(checkpoint), "--master", "local[2]", "--max-records-per-batch", "250", "--poison-every", "0",
+            str(checkpoint), "--master", "local[2]", "--max-records-per-batch", "500", "--poison-every", "0",
             "--fail-rate", "0", "--msg-timeout-ms", str(config.msg_timeout_ms), "--trigger-ms", "100"]  # fmt: skip
     env = {**os.environ, "KMQ_KAFKA_CONFIG": json.dumps(config.kafka_config), "PYSPARK_PYTHON": sys.executable}
     process = subprocess.Popen([sys.executable, str(EXAMPLE), *args], env=env, start_new_session=True,
@@ -59,13 +59,13 @@ def kill(process: subprocess.Popen[bytes]) -> None:
 def test_a_driver_killed_mid_stream_and_restarted_from_its_checkpoint_loses_nothing(
     spark: SparkSession, make_config: MakeConfig, tmp_path: Path
 ) -> None:
-    # given 1 000 messages, a tracker, and the example pipeline in its own process, 250 rows per micro-batch
+    # given 1 000 messages, a tracker, and the example pipeline in its own process, 500 rows per micro-batch
     messages, partitions = 1_000, 2
     config = make_config(partitions=partitions, msg_timeout_ms=120_000, max_redeliveries=20)
     send_numbers(config, messages, partitions)
     output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     with running_tracker(config):
-        # when the driver is SIGKILLed once some micro-batches are done but not all
+        # when the driver is SIGKILLed once the first micro-batch is written (the second one then runs)
         with pipeline_process(config, output, checkpoint) as first:
             wait_for(lambda: len(processed_numbers(output)) >= 250, 120, interval_s=0.2, what="a first batch")
             kill(first)
