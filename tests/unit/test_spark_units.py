@@ -169,3 +169,11 @@ def test_a_worker_keeps_one_marker_producer_per_role_until_a_failure_discards_it
     assert marker_producer(config, "starts") is not starts
     discard(config, "starts")
     discard(config, "acks")
+
+
+def test_the_spark_bench_ratio_is_the_median_of_each_rounds_ratio() -> None:
+    from kmq.spark.bench import SparkBenchResult
+
+    result = SparkBenchResult({"spark-kafka": [100.0, 200.0, 400.0], "spark-kmq": [50.0, 150.0, 100.0]})
+    assert result.round_ratios == [0.5, 0.75, 0.25]
+    assert result.ratio == 0.5
