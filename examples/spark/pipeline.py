@@ -65,6 +65,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--retry-delay-ms", type=int, default=500)
     parser.add_argument("--max-records-per-batch", type=int, default=2_000)
     parser.add_argument("--msg-timeout-ms", type=int, default=30_000, help="time a micro-batch has before redelivery")
+    parser.add_argument("--trigger-ms", type=int, default=500, help="micro-batch trigger interval")
     args = parser.parse_args(argv)
     if not args.bootstrap_servers or not args.queue:
         parser.error("give --bootstrap-servers and --queue (or KMQ_BOOTSTRAP_SERVERS and KMQ_QUEUE_TOPIC)")
@@ -92,7 +93,7 @@ def main() -> None:
     query = (
         stream.writeStream.foreachBatch(lambda batch, _: process(batch, args.output, options, args))
         .option("checkpointLocation", args.checkpoint)
-        .trigger(processingTime="500 milliseconds")
+        .trigger(processingTime=f"{args.trigger_ms} milliseconds")
         .start()
     )
     try:

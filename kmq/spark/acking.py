@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import Producer
 
 from kmq import headers as h
@@ -17,6 +18,8 @@ from kmq.errors import AckInputError, DeliveryError
 from kmq.kafka import produce, producer_settings
 from kmq.marker_writer import MarkerWriter
 from kmq.markers import MarkerKey
+from kmq.spark.ack_ends import OkOffsets
+from kmq.spark.clients import discard, marker_producer
 from kmq.spark.fetching import fetch_messages
 from kmq.spark.sending import headers as to_headers
 
@@ -67,33 +70,42 @@ def parse(fields: dict[str, Any]) -> Ack:
     )
 
 
-def parse_batches(batches: Iterable[pa.RecordBatch]) -> tuple[list[tuple[int, int]], list[Ack]]:
-    """A task's Arrow batches as (the (partition, offset) of its ok rows, an Ack for each other row), every row
-    checked. The ok rows, nearly all of them, stay plain tuples: an END needs nothing else."""
-    ends: list[tuple[int, int]] = []
+def parse_batches(batches: Iterable[pa.RecordBatch]) -> tuple[OkOffsets, list[Ack]]:
+    """A task's Arrow batches as (its ok rows, an Ack for each other row), every row checked. The ok rows, nearly
+    all of them, are picked out by Arrow compute and stay Arrow columns: an END needs nothing else."""
+    ends = OkOffsets()
     others: list[Ack] = []
     for batch in batches:
-        partitions, offsets, statuses = (batch.column(name).to_pylist() for name in ACK_COLUMNS)
-        rest: list[int] = []
-        for index, (partition, offset, status) in enumerate(zip(partitions, offsets, statuses, strict=True)):
-            if status == "ok" and partition is not None and offset is not None:
-                ends.append((partition, offset))
-            else:
-                rest.append(index)
-        if rest:
-            rows = batch.take(pa.array(rest)).to_pylist()
-            others.extend(parse(row) for row in rows)
+        partitions, offsets, statuses = (batch.column(name) for name in ACK_COLUMNS)
+        ok = pc.fill_null(pc.and_kleene(pc.equal(statuses, "ok"), _both_set(partitions, offsets)), False)
+        if pc.all(ok).as_py():
+            ends.add(partitions, offsets)
+            continue
+        ends.add(partitions.filter(ok), offsets.filter(ok))
+        others.extend(parse(row) for row in batch.filter(pc.invert(ok)).to_pylist())
     return ends, others
 
 
-def apply(config: KmqConfig, acks: Sequence[Ack], ends: Sequence[tuple[int, int]] = ()) -> None:
-    """Write every acknowledgement (`ends`: ok rows as (partition, offset)) and wait for all of them;
-    DeliveryError fails the task (Spark retries it, and writing the same markers again is harmless)."""
-    markers = MarkerWriter(config)
+def _both_set(partitions: pa.Array, offsets: pa.Array) -> pa.Array:
+    return pc.and_(pc.is_valid(partitions), pc.is_valid(offsets))
+
+
+def apply(config: KmqConfig, acks: Sequence[Ack], ends: OkOffsets | None = None) -> None:
+    """Write every acknowledgement (`ends`: the ok rows) and wait for all of them; DeliveryError fails the task
+    (Spark retries it, and writing the same markers again is harmless). ENDs go first, then nacks and rejects, as
+    the rows' order would have them if a row were acked twice."""
+    markers = MarkerWriter(config, marker_producer(config, "acks"))
+    try:
+        _write(config, markers, acks, ends)
+    except Exception:
+        discard(config, "acks")
+        raise
+
+
+def _write(config: KmqConfig, markers: MarkerWriter, acks: Sequence[Ack], ends: OkOffsets | None) -> None:
     _dead_letter(config, [ack for ack in acks if ack.status == "reject"])
-    end_at = markers.end_at
-    for partition, offset in ends:
-        end_at(partition, offset)
+    if ends is not None:
+        ends.write(markers)
     for ack in acks:
         if ack.status == "retry":
             delay = config.nack_delay_ms(ack.redelivery_count) if ack.delay_ms is None else ack.delay_ms

@@ -27,31 +27,43 @@ def run_audit(
 ) -> AuditReport:
     """The report; with `parquet`, the per-partition rows are also written there (dead_reasons as a map)."""
     parsed = SourceOptions.parse(options)
-    frame, reasons = audit_frames(spark, options, now_ms)
-    frame = frame.persist()
-    by_partition: dict[int, dict[str, int]] = {}
-    for row in reasons.collect():
-        by_partition.setdefault(row["partition"], {})[row["reason"]] = row["count"]
-    rows = [{**row.asDict(), "dead_reasons": by_partition.get(row["partition"], {})} for row in frame.collect()]
-    if parquet:
-        reason_maps = spark.createDataFrame(
-            [(p, reasons) for p, reasons in by_partition.items()], "partition int, dead_reasons map<string, long>"
-        )
-        frame.join(reason_maps, "partition", "left").write.mode("overwrite").parquet(parquet)
-    frame.unpersist()
+    cached: list[DataFrame] = []
+    try:
+        frame, reasons = audit_frames(spark, options, now_ms, cached)
+        by_partition: dict[int, dict[str, int]] = {}
+        for row in reasons.collect():
+            by_partition.setdefault(row["partition"], {})[row["reason"]] = row["count"]
+        rows = [{**row.asDict(), "dead_reasons": by_partition.get(row["partition"], {})} for row in frame.collect()]
+        if parquet:
+            reason_maps = spark.createDataFrame(
+                [(p, reasons) for p, reasons in by_partition.items()], "partition int, dead_reasons map<string, long>"
+            )
+            frame.join(reason_maps, "partition", "left").write.mode("overwrite").parquet(parquet)
+    finally:
+        for frame_in_cache in cached:
+            frame_in_cache.unpersist()
     return report_from_rows(parsed.config.queue_topic, rows)
 
 
 def audit_frames(
-    spark: SparkSession, options: Mapping[str, str], now_ms: int | None = None
+    spark: SparkSession, options: Mapping[str, str], now_ms: int | None = None, cached: list[DataFrame] | None = None
 ) -> tuple[DataFrame, DataFrame]:
-    """(one row per queue partition, dead letters counted per partition and reason)."""
+    """(one row per queue partition, dead letters counted per partition and reason). With `cached`, the queue and
+    the per-message chains are persisted (and listed there for the caller to unpersist): both results then come
+    from one read of each topic, not one per result and use."""
+
+    def keep(frame: DataFrame) -> DataFrame:
+        if cached is None:
+            return frame
+        cached.append(frame.persist())
+        return frame
+
     config = SourceOptions.parse(options).config
     now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     committed = _committed(spark, options)
-    queue = _queue(spark, options)
+    queue = keep(_queue(spark, options))
     deliveries = queue.join(_winning_markers(spark, options), ["partition", "offset"], "left")
-    chains = (
+    chains = keep(
         deliveries.groupBy(*_CHAIN)
         .agg(F.max_by(F.struct("offset", "state", "started_at"), F.struct("redelivery_count", "offset")).alias("last"))
         .join(_dead_letters(spark, options, config.queue_topic, config.dead_letter_topic), _CHAIN, "left")

@@ -1,7 +1,11 @@
 """`kmq bench --contenders spark-kafka,spark-kmq`: rows/s of our `format("kmq")` source, with its START markers and
 a `kmq-ack` sink acknowledging every row, ÷ Spark's own Kafka source (spark-sql-kafka-0-10 of the same Spark
 version) reading the same topic into the `noop` sink. One local Spark session; the contenders alternate, rounds
-A B A B..., and the ratio is the median of each round's ratio (drift cancels out)."""
+A B A B..., and the ratio is the median of each round's ratio (drift cancels out).
+
+Same work on both sides: the same topic and rows, every row available at the start (no admission limit on either),
+the same trigger, and the same tasks — each partition's range cut into pieces of at most `ROWS_PER_TASK` rows
+(`maxRecordsPerPartition` for Spark's source, `max_rows_per_task` for ours)."""
 
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from kmq.producer import KmqProducer, OutgoingMessage
 
 SPARK_KAFKA, SPARK_KMQ = "spark-kafka", "spark-kmq"
 SPARK_CONTENDERS = (SPARK_KAFKA, SPARK_KMQ)
+ROWS_PER_TASK = 100_000
 _log = logging.getLogger(__name__)
 
 
@@ -36,10 +41,15 @@ class SparkBenchResult:
         return statistics.median(self.rates[contender]) if self.rates.get(contender) else float("nan")
 
     @property
+    def round_ratios(self) -> list[float]:
+        """spark-kmq ÷ spark-kafka of each round."""
+        pairs = zip(self.rates.get(SPARK_KMQ, []), self.rates.get(SPARK_KAFKA, []), strict=False)
+        return [kmq_rate / kafka_rate for kmq_rate, kafka_rate in pairs if kafka_rate > 0]
+
+    @property
     def ratio(self) -> float:
         """Median over rounds of spark-kmq ÷ spark-kafka in the same round; NaN unless both ran."""
-        pairs = zip(self.rates.get(SPARK_KMQ, []), self.rates.get(SPARK_KAFKA, []), strict=False)
-        ratios = [kmq_rate / kafka_rate for kmq_rate, kafka_rate in pairs if kafka_rate > 0]
+        ratios = self.round_ratios
         return statistics.median(ratios) if ratios else float("nan")
 
 
@@ -82,12 +92,14 @@ def _measure(spark: SparkSession, config: KmqConfig, contender: str, messages: i
             .option("kafka.bootstrap.servers", config.bootstrap_servers)
             .option("subscribe", config.queue_topic)
             .option("startingOffsets", "earliest")
+            .option("maxRecordsPerPartition", str(ROWS_PER_TASK))
             .load()
         )
         writer = stream.writeStream.format("noop")
     else:
         options = {"bootstrap.servers": config.bootstrap_servers, "queue": config.queue_topic,
-                   "group": f"{config.queue_topic}__bench-{uuid.uuid4().hex[:8]}"}  # fmt: skip
+                   "group": f"{config.queue_topic}__bench-{uuid.uuid4().hex[:8]}",
+                   "max_rows_per_task": str(ROWS_PER_TASK)}  # fmt: skip
         options.update({f"kafka.{k}": str(v) for k, v in config.kafka_config.items()})
         stream = spark.readStream.format("kmq").options(**options).load()
         acks = stream.select("partition", "offset", F.lit("ok").alias("status"))

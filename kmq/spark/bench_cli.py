@@ -42,11 +42,15 @@ def print_spark_report(result: SparkBenchResult, broker: str, messages: int, con
     table = Table(title=f"Spark, {messages:,} rows per run, on {broker}")
     table.add_column("contender")
     table.add_column("rows/s (median)", justify="right")
-    table.add_column("runs", justify="right")
+    table.add_column("each round", justify="right")
     for name in (SPARK_KAFKA, SPARK_KMQ):
         if result.rates.get(name):
-            table.add_row(name, f"{result.median(name):,.0f}", str(len(result.rates[name])))
+            rates = ", ".join(f"{rate:,.0f}" for rate in result.rates[name])
+            table.add_row(name, f"{result.median(name):,.0f}", rates)
     console.print(table)
     if not math.isnan(result.ratio):
         status = "met" if result.ratio >= TARGET_RATIO else "missed"
-        console.print(f"spark-kmq ÷ spark-kafka: {result.ratio:.2f} (target ≥ {TARGET_RATIO}: {status})")
+        rounds = ", ".join(f"{ratio:.2f}" for ratio in result.round_ratios)
+        console.print(
+            f"spark-kmq ÷ spark-kafka: {result.ratio:.2f} (rounds: {rounds}; target ≥ {TARGET_RATIO}: {status})"
+        )

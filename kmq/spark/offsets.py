@@ -5,6 +5,7 @@ Pure: no Kafka, no Spark. Spark stores these dicts in its checkpoint as JSON, so
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -46,10 +47,13 @@ def limit_end(start: Mapping[int, int], end: Mapping[int, int], max_rows: int) -
 
 
 def split(start: Mapping[int, int], end: Mapping[int, int], max_rows_per_range: int) -> list[OffsetRange]:
-    """The ranges of a micro-batch, each partition's cut into pieces of at most `max_rows_per_range`."""
-    ranges = []
+    """The ranges of a micro-batch: each partition's cut into the fewest pieces of at most `max_rows_per_range`,
+    of sizes that differ by one at most (as Spark's Kafka source cuts with maxRecordsPerPartition)."""
+    ranges: list[OffsetRange] = []
     for partition in sorted(end):
         first = start.get(partition, 0)  # a partition added since the query began: from its beginning
-        for piece in range(first, end[partition], max_rows_per_range):
-            ranges.append(OffsetRange(partition, piece, min(piece + max_rows_per_range, end[partition])))
+        rows = end[partition] - first
+        pieces = -(-rows // max_rows_per_range)
+        bounds = [first + rows * piece // pieces for piece in range(pieces + 1)] if pieces > 0 else []
+        ranges.extend(OffsetRange(partition, a, b) for a, b in itertools.pairwise(bounds))
     return ranges

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from kmq.config import KafkaValue, KmqConfig
 from kmq.errors import ConfigError
 
-MARKER_FORMATS = ("kmq",)  # "batch" joins when its codec lands (PROTOCOL.md, "Batch markers")
+MARKER_FORMATS = ("kmq", "batch")  # PROTOCOL.md: two markers per row, or a BATCH START/END per task and partition
 _KAFKA_PREFIX = "kafka."
 _KNOWN = frozenset(
     {"bootstrap.servers", "queue", "group", "markers", "dead_letters", "msg_timeout_ms", "marker_format",
-     "max_records_per_batch", "chunk_size", "path", "topic", "checkpointlocation"}
+     "max_records_per_batch", "max_rows_per_task", "chunk_size", "path", "topic", "checkpointlocation"}
 )  # fmt: skip  # Spark passes "path" and "checkpointLocation" to sources and sinks itself
 
 
@@ -20,9 +20,9 @@ _KNOWN = frozenset(
 class SourceOptions:
     """What a reader or writer needs on the driver and on every executor (picklable)."""
 
-    config: KmqConfig
-    marker_format: str = "kmq"
+    config: KmqConfig  # its marker_format: the STARTs the source writes and the ENDs the ack sink writes
     max_records_per_batch: int = 0  # 0: no admission limit
+    max_rows_per_task: int = 100_000  # a partition's range is cut into tasks of at most this many, read in parallel
     chunk_size: int = 5_000  # rows per START flush on an executor
 
     @staticmethod
@@ -35,13 +35,13 @@ class SourceOptions:
         for required in ("bootstrap.servers", "queue"):
             if not given.get(required):
                 raise ConfigError(required, "option is required, e.g. .option('queue', 'orders')")
-        marker_format = given.get("marker_format", "kmq")
-        if marker_format not in MARKER_FORMATS:
+        marker_format = given.get("marker_format")
+        if marker_format is not None and marker_format not in MARKER_FORMATS:
             raise ConfigError("marker_format", f"{marker_format!r} is not one of {', '.join(MARKER_FORMATS)}")
         return SourceOptions(
             config=_config(given),
-            marker_format=marker_format,
             max_records_per_batch=_int(given, "max_records_per_batch", 0, minimum=0),
+            max_rows_per_task=_int(given, "max_rows_per_task", 100_000, minimum=1),
             chunk_size=_int(given, "chunk_size", 5_000, minimum=1),
         )
 
@@ -56,6 +56,8 @@ def _config(given: Mapping[str, str]) -> KmqConfig:
         "group_id": given.get("group", ""),
         "kafka_config": kafka,
     }
+    if "marker_format" in given:  # else KmqConfig's default, as every other kmq client
+        fields["marker_format"] = given["marker_format"]
     if "msg_timeout_ms" in given:
         fields["msg_timeout_ms"] = _int(given, "msg_timeout_ms", 0, minimum=1)
     try:

@@ -18,6 +18,7 @@ from kmq.kafka import consumer_settings
 
 _log = logging.getLogger(__name__)
 _FIRST_FETCH_S = 10.0
+_FIRST_FETCH_POLL_S = 0.02
 
 
 class QueuePositions:
@@ -29,8 +30,11 @@ class QueuePositions:
         settings = consumer_settings(config, config.group_id, fetch_wait_max_ms=100)
         self._consumer = Consumer(settings)
         self._parts = [TopicPartition(config.queue_topic, p, OFFSET_END) for p in range(self.partitions)]
+        # Leaders known before the assignment: else librdkafka parks the END lookup on a ~500 ms retry timer.
+        self._consumer.list_topics(config.queue_topic, timeout=config.metadata_timeout_ms / 1000)
         self._consumer.assign(self._parts)
         self._ends: dict[int, int] = {}
+        self._parked: dict[int, int] = {}  # where each partition was last sought to
 
     def committed(self) -> dict[int, int]:
         """Where the kmq group stands: its committed offset, else the partition's first offset."""
@@ -39,10 +43,12 @@ class QueuePositions:
         return {tp.partition: tp.offset if tp.offset >= 0 else self._low(tp.partition) for tp in found}
 
     def ends(self) -> dict[int, int]:
-        """The end of every partition, as the newest fetch responses report it (never going back)."""
+        """The end of every partition, as the newest fetch responses report it (never going back). Only the first
+        call waits (for a first fetch response of each partition); later ones take what has arrived since, at once:
+        the parked consumer keeps fetching in the background, and Spark asks again at its next trigger."""
         deadline = time.monotonic() + _FIRST_FETCH_S
         while True:
-            self._drain()
+            self._drain(0 if len(self._ends) == self.partitions else _FIRST_FETCH_POLL_S)
             for tp in self._parts:
                 high = self._consumer.get_watermark_offsets(tp, cached=True)
                 if high is not None and high[1] >= 0:
@@ -82,18 +88,22 @@ class QueuePositions:
     def close(self) -> None:
         self._consumer.close()
 
-    def _drain(self) -> None:
+    def _drain(self, timeout_s: float) -> None:
         """Discard what the parked consumer fetched and park it again at the newest end it saw."""
-        records = self._consumer.consume(num_messages=10_000, timeout=0.2)
+        records = self._consumer.consume(num_messages=10_000, timeout=timeout_s)
         for record in records:
             if record.error() is None:
                 partition, offset = record.partition() or 0, record.offset() or 0
                 self._ends[partition] = max(self._ends.get(partition, 0), offset + 1)
         for partition, end in self._ends.items():
+            if self._parked.get(partition, -1) >= end:
+                continue  # parked there already: a seek would only restart its fetch
             try:
                 self._consumer.seek(TopicPartition(self.config.queue_topic, partition, end))
             except KafkaException as e:  # not yet fetching: the next call seeks it
                 _log.debug("seek %s[%d]: %s", self.config.queue_topic, partition, e)
+            else:
+                self._parked[partition] = end
 
     def _low(self, partition: int) -> int:
         tp = TopicPartition(self.config.queue_topic, partition)

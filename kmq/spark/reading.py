@@ -14,6 +14,7 @@ from kmq.config import KmqConfig
 from kmq.errors import DeliveryError, MarkerWriteError
 from kmq.kafka import consumer_settings
 from kmq.marker_writer import StartWriter
+from kmq.spark.clients import discard, marker_producer
 from kmq.spark.offsets import OffsetRange
 
 _log = logging.getLogger(__name__)
@@ -27,8 +28,8 @@ def read_range(config: KmqConfig, topic: str, span: OffsetRange, chunk_size: int
     position, last_progress = span.start, time.monotonic()
     try:
         while position < span.end:
-            records = [r for r in consumer.consume(num_messages=min(chunk_size, 10_000), timeout=0.5) if _ok(r)]
-            chunk = [r for r in records if (r.offset() or 0) < span.end]
+            records = _good(consumer.consume(num_messages=min(chunk_size, 10_000), timeout=0.5))
+            chunk = records if not records or (records[-1].offset() or 0) < span.end else _before(records, span.end)
             if records:
                 position, last_progress = (records[-1].offset() or 0) + 1, time.monotonic()
             else:
@@ -45,15 +46,28 @@ def with_starts(
     config: KmqConfig, chunks: Iterator[list[KafkaMessage]], timeout_ms: int
 ) -> Iterator[list[KafkaMessage]]:
     """Each chunk once its START markers are acknowledged (acks=all); MarkerWriteError fails the task."""
-    writer = StartWriter(config)
+    writer = StartWriter(config, marker_producer(config, "starts"))
     for chunk in chunks:
         partition = chunk[0].partition() or 0
         offsets = {partition: [record.offset() or 0 for record in chunk]}
         try:
             writer.wait(writer.produce(offsets, timeout_ms), 30.0)
         except DeliveryError as e:
+            discard(config, "starts")
             raise MarkerWriteError(config.markers_topic, partition, offsets[partition][0], str(e)) from e
         yield chunk
+
+
+def _good(records: list[KafkaMessage]) -> list[KafkaMessage]:
+    """The records that are not errors (one C call per record; errors are rare and go through `_ok`)."""
+    good = [record for record in records if record.error() is None]
+    if len(good) < len(records):
+        good = [record for record in records if _ok(record)]
+    return good
+
+
+def _before(records: list[KafkaMessage], end: int) -> list[KafkaMessage]:
+    return [record for record in records if (record.offset() or 0) < end]
 
 
 def _ok(record: KafkaMessage) -> bool:

@@ -25,12 +25,11 @@ from kmq.spark.reading import read_range, read_to_end, with_starts
 from kmq.spark.rows import QUEUE_SCHEMA, to_batch
 from kmq.spark.sending import send_rows
 
-_MAX_ROWS_PER_TASK = 100_000  # a partition's range is cut into tasks of this size, read in parallel
-
 
 class KmqDataSource(DataSource):
     """Options: bootstrap.servers, queue, group, markers, msg_timeout_ms, marker_format, max_records_per_batch,
-    kafka.* (see kmq.spark.options); `topic` reads another topic (e.g. the dead letters) in a batch query."""
+    max_rows_per_task, kafka.* (see kmq.spark.options); `topic` reads another topic (e.g. the dead letters) in a
+    batch query."""
 
     @classmethod
     def name(cls) -> str:
@@ -57,13 +56,18 @@ class KmqStreamReader(DataSourceStreamReader):
         self.options = options
         self._positions: QueuePositions | None = None
         self._committed: dict[int, int] = {}
+        self._initial: SourceOffset | None = None
 
     def __getstate__(self) -> dict[str, Any]:  # executors get the options, never the driver's consumer
-        return {"options": self.options, "_positions": None, "_committed": {}}
+        return {"options": self.options, "_positions": None, "_committed": {}, "_initial": None}
 
     def initialOffset(self) -> SourceOffset:
-        """A new query starts where the kmq group stands; a restarted one from Spark's checkpoint."""
-        return to_offset(self._driver().committed())
+        """A new query starts where the kmq group stands; a restarted one from Spark's checkpoint. Spark asks twice
+        as the first micro-batch is planned: both get the first answer (one group look-up, one stable start)."""
+        if self._initial is None:
+            positions = self._driver().committed()
+            self._initial, self._committed = to_offset(positions), positions  # the group stands there already
+        return self._initial
 
     def latestOffset(self, start: SourceOffset, limit: ReadLimit) -> SourceOffset:
         first = from_offset(start)
@@ -81,7 +85,9 @@ class KmqStreamReader(DataSourceStreamReader):
         return ReadMaxRows(limit) if limit > 0 else ReadAllAvailable()
 
     def partitions(self, start: SourceOffset, end: SourceOffset) -> Sequence[InputPartition]:
-        return [InputPartition(span) for span in split(from_offset(start), from_offset(end), _MAX_ROWS_PER_TASK)]
+        return [
+            InputPartition(span) for span in split(from_offset(start), from_offset(end), self.options.max_rows_per_task)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         span: OffsetRange = partition.value

@@ -40,12 +40,28 @@ def test_admission_never_passes_the_limit_nor_the_end_and_uses_the_budget(
 def test_ranges_cover_each_partition_exactly_in_pieces() -> None:
     # partition 1 has nothing new; partition 2 was added since the query began: read from its beginning
     assert split({0: 0, 1: 10}, {0: 5, 1: 10, 2: 3}, 2) == [
-        OffsetRange(0, 0, 2),
-        OffsetRange(0, 2, 4),
-        OffsetRange(0, 4, 5),
-        OffsetRange(2, 0, 2),
-        OffsetRange(2, 2, 3),
+        OffsetRange(0, 0, 1),
+        OffsetRange(0, 1, 3),
+        OffsetRange(0, 3, 5),
+        OffsetRange(2, 0, 1),
+        OffsetRange(2, 1, 3),
     ]
+    # pieces as even as they can be, not one full piece and a small rest
+    assert split({0: 0}, {0: 125_000}, 100_000) == [OffsetRange(0, 0, 62_500), OffsetRange(0, 62_500, 125_000)]
+
+
+@given(positions, st.lists(st.integers(0, 500), min_size=8, max_size=8), st.integers(1, 50))
+def test_ranges_are_contiguous_bounded_and_cover_the_batch(
+    start: dict[int, int], extra: list[int], max_rows: int
+) -> None:
+    end = {p: start[p] + extra[p] for p in start}
+    ranges = split(start, end, max_rows)
+    for p in start:
+        mine = [r for r in ranges if r.partition == p]
+        assert all(0 < r.end - r.start <= max_rows for r in mine)
+        assert [r.start for r in mine] == ([start[p]] + [r.end for r in mine[:-1]] if mine else [])
+        assert (mine[-1].end if mine else start[p]) == end[p]
+        assert len(mine) == -(-extra[p] // max_rows)
 
 
 def test_options_build_a_config_and_name_a_bad_one() -> None:
@@ -60,12 +76,21 @@ def test_options_build_a_config_and_name_a_bad_one() -> None:
     assert options.config.markers_topic == "orders__markers"
     assert options.config.kafka_config == {"security.protocol": "SSL"}
     assert options.max_records_per_batch == 5
+    assert options.max_rows_per_task == 100_000
     with pytest.raises(ConfigError, match="queue"):
         SourceOptions.parse({"bootstrap.servers": "k:9092"})
     with pytest.raises(ConfigError, match="max_records_per_batch"):
         SourceOptions.parse({"bootstrap.servers": "k:9092", "queue": "q", "max_records_per_batch": "many"})
     with pytest.raises(ConfigError, match="quue"):
         SourceOptions.parse({"bootstrap.servers": "k:9092", "queue": "q", "quue": "x"})
+
+
+def test_the_marker_format_option_reaches_the_config_the_executors_write_with() -> None:
+    given = {"bootstrap.servers": "k:9092", "queue": "q"}
+    assert SourceOptions.parse(given).config.marker_format == "batch"  # KmqConfig's default, as every kmq client
+    assert SourceOptions.parse({**given, "marker_format": "kmq"}).config.marker_format == "kmq"
+    with pytest.raises(ConfigError, match="marker_format"):
+        SourceOptions.parse({**given, "marker_format": "bulk"})
 
 
 def test_ack_rows_are_checked() -> None:
@@ -108,7 +133,7 @@ def test_the_report_totals_partitions() -> None:
     assert json.loads(report.to_json())["totals"]["unaccounted"] == 2
 
 
-def test_arrow_ack_batches_keep_ok_rows_as_pairs_and_check_the_rest() -> None:
+def test_arrow_ack_batches_keep_ok_rows_as_offsets_per_partition_and_check_the_rest() -> None:
     import pyarrow as pa
 
     from kmq.spark.acking import parse_batches
@@ -116,9 +141,39 @@ def test_arrow_ack_batches_keep_ok_rows_as_pairs_and_check_the_rest() -> None:
     batch = pa.RecordBatch.from_pydict(
         {"partition": [0, 1, 1], "offset": [5, 6, 7], "status": ["ok", "retry", "ok"], "delay_ms": [None, 20, None]}
     )
-    ends, others = parse_batches([batch])
-    assert ends == [(0, 5), (1, 7)]
-    assert [(a.partition, a.offset, a.status, a.delay_ms) for a in others] == [(1, 6, "retry", 20)]
+    ends, others = parse_batches([batch, batch])
+    assert ends.by_partition() == {0: [5], 1: [7]}  # ascending, each offset once
+    assert ends.rows == 4
+    assert [(a.partition, a.offset, a.status, a.delay_ms) for a in others] == [(1, 6, "retry", 20)] * 2
+    unordered = pa.RecordBatch.from_pydict({"partition": [3, 3, 3, 3], "offset": [9, 3, 4, 3], "status": ["ok"] * 4})
+    assert parse_batches([unordered])[0].by_partition() == {3: [3, 4, 9]}
+    with pytest.raises(AckInputError, match="'status' is null"):
+        parse_batches(
+            [pa.RecordBatch.from_pydict({"partition": [0], "offset": [1], "status": pa.array([None], pa.string())})]
+        )
     bad = pa.RecordBatch.from_pydict({"partition": [0], "offset": [None], "status": ["ok"]})
     with pytest.raises(AckInputError, match="'offset' is null"):
         parse_batches([batch, bad])
+
+
+def test_a_worker_keeps_one_marker_producer_per_role_until_a_failure_discards_it() -> None:
+    from kmq.config import KmqConfig
+    from kmq.spark.clients import discard, marker_producer
+
+    config = KmqConfig(bootstrap_servers="127.0.0.1:1", queue_topic="q")
+    starts = marker_producer(config, "starts")
+    assert marker_producer(config, "starts") is starts  # the next task of this worker: no new producer id
+    assert marker_producer(config, "acks") is not starts  # STARTs and acks never share one
+    assert marker_producer(config.model_copy(update={"queue_topic": "other"}), "starts") is starts  # same cluster
+    discard(config, "starts")
+    assert marker_producer(config, "starts") is not starts
+    discard(config, "starts")
+    discard(config, "acks")
+
+
+def test_the_spark_bench_ratio_is_the_median_of_each_rounds_ratio() -> None:
+    from kmq.spark.bench import SparkBenchResult
+
+    result = SparkBenchResult({"spark-kafka": [100.0, 200.0, 400.0], "spark-kmq": [50.0, 150.0, 100.0]})
+    assert result.round_ratios == [0.5, 0.75, 0.25]
+    assert result.ratio == 0.5

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+from pyarrow import dataset
 from pyspark import cloudpickle
-from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from kmq import headers as h
@@ -18,6 +18,7 @@ from kmq.config import KmqConfig
 from kmq.demo.numbers import decode_number, encode_number
 from kmq.demo.tally import Tally
 from kmq.producer import KmqProducer, OutgoingMessage
+from kmq.spark.markers_source import decode as decode_marker_rows
 from tests.helpers import read_topic
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "spark" / "pipeline.py"
@@ -39,12 +40,28 @@ def send_numbers(config: KmqConfig, count: int, partitions: int) -> None:
         producer.send_batch(OutgoingMessage(encode_number(n), None, None, n % partitions) for n in range(1, count + 1))
 
 
-def processed_numbers(spark: SparkSession, output: str) -> list[int]:
-    """Every number the pipeline wrote to its Parquet results (a duplicate appears twice)."""
+def processed_numbers(output: str | Path) -> list[int]:
+    """Every number the pipeline wrote to its Parquet results (a duplicate appears twice). Read with pyarrow, not
+    Spark: the tests poll it while the stream runs, and a Spark job per poll took the stream's cores. Files of a
+    write still in progress (under `_temporary`) are not read."""
     if not Path(output).exists():
         return []
-    results = spark.read.schema(load_example().RESULTS_SCHEMA).parquet(output)
-    return [row["number"] for row in results.select("number").collect()]
+    results = dataset.dataset(str(output), format="parquet")
+    if not results.files:
+        return []
+    numbers: list[int] = results.to_table(columns=["number"]).column("number").to_pylist()
+    return numbers
+
+
+def every_offset_ended(config: KmqConfig, partitions: int) -> bool:
+    """Every offset of the queue (copies included) has an END as its newest marker, read with kmq's own codec (kmq
+    and batch formats): what the audit counts as acked or dead-lettered, for a cheap wait before the audit itself."""
+    newest: dict[tuple[int | None, int | None], str] = {}
+    for record in read_topic(config, config.markers_topic, partitions):
+        for queue_partition, queue_offset, kind, _ in decode_marker_rows(record.partition, record.key, record.value):
+            newest[(queue_partition, queue_offset)] = kind
+    queued = [(r.partition, r.offset) for r in read_topic(config, config.queue_topic, partitions)]
+    return bool(queued) and all(newest.get(key) == "end" for key in queued)
 
 
 def dead_numbers(config: KmqConfig, partitions: int) -> dict[int, str]:

@@ -22,7 +22,13 @@ from kmq.config import KmqConfig
 from kmq.spark.report import AuditReport
 from tests.helpers import committed_offsets, wait_for
 from tests.integration.spark.conftest import running_tracker, source_options
-from tests.integration.spark.pipeline_support import EXAMPLE, processed_numbers, running, send_numbers
+from tests.integration.spark.pipeline_support import (
+    EXAMPLE,
+    every_offset_ended,
+    processed_numbers,
+    running,
+    send_numbers,
+)
 
 pytestmark = pytest.mark.spark
 MakeConfig = Callable[..., KmqConfig]
@@ -32,8 +38,8 @@ MakeConfig = Callable[..., KmqConfig]
 def pipeline_process(config: KmqConfig, output: Path, checkpoint: Path) -> Iterator[subprocess.Popen[bytes]]:
     """examples/spark/pipeline.py as its own driver process (its JVM in the same process group)."""
     args = ["-b", config.bootstrap_servers, "-q", config.queue_topic, "--output", str(output), "--checkpoint",
-            str(checkpoint), "--master", "local[2]", "--max-records-per-batch", "250", "--poison-every", "0",
-            "--fail-rate", "0", "--msg-timeout-ms", str(config.msg_timeout_ms)]  # fmt: skip
+            str(checkpoint), "--master", "local[2]", "--max-records-per-batch", "500", "--poison-every", "0",
+            "--fail-rate", "0", "--msg-timeout-ms", str(config.msg_timeout_ms), "--trigger-ms", "100"]  # fmt: skip
     env = {**os.environ, "KMQ_KAFKA_CONFIG": json.dumps(config.kafka_config), "PYSPARK_PYTHON": sys.executable}
     process = subprocess.Popen([sys.executable, str(EXAMPLE), *args], env=env, start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
@@ -53,27 +59,31 @@ def kill(process: subprocess.Popen[bytes]) -> None:
 def test_a_driver_killed_mid_stream_and_restarted_from_its_checkpoint_loses_nothing(
     spark: SparkSession, make_config: MakeConfig, tmp_path: Path
 ) -> None:
-    # given 1 000 messages, a tracker, and the example pipeline in its own process, 250 rows per micro-batch
+    # given 1 000 messages, a tracker, and the example pipeline in its own process, 500 rows per micro-batch
     messages, partitions = 1_000, 2
     config = make_config(partitions=partitions, msg_timeout_ms=120_000, max_redeliveries=20)
     send_numbers(config, messages, partitions)
     output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     with running_tracker(config):
-        # when the driver is SIGKILLed once some micro-batches are done but not all
+        # when the driver is SIGKILLed once the first micro-batch is written (the second one then runs)
         with pipeline_process(config, output, checkpoint) as first:
-            wait_for(lambda: len(processed_numbers(spark, str(output))) >= 250, 120, interval_s=1, what="a first batch")
+            wait_for(lambda: len(processed_numbers(output)) >= 250, 120, interval_s=0.2, what="a first batch")
             kill(first)
-        done_before = set(processed_numbers(spark, str(output)))
+        done_before = set(processed_numbers(output))
         assert len(done_before) < messages, "the first run finished before it was killed: nothing was tested"
         # and a new driver restarts from the checkpoint
         with pipeline_process(config, output, checkpoint):
-            wait_for(lambda: len(set(processed_numbers(spark, str(output)))) >= messages, 180, interval_s=2,
+            # (while it starts: what the killed driver left is started or acked, nothing unaccounted)
+            midway = kmq.spark.audit(spark, **source_options(config))
+            assert midway.total("unaccounted") == 0, midway
+            wait_for(lambda: len(set(processed_numbers(output))) >= messages, 180, interval_s=0.5,
                      what="every number processed")  # fmt: skip
-            # (a copy the tracker redelivered meanwhile must be read and acked too: the audit says when all are)
-            report = wait_for(lambda: _all_acked(spark, source_options(config), messages), 120, interval_s=3,
-                              what="every message acked")  # fmt: skip
+            # (a copy the tracker redelivered meanwhile must be read and acked too)
+            wait_for(lambda: every_offset_ended(config, partitions), 120, interval_s=0.5, what="every offset ENDed")
+            report = wait_for(lambda: _all_acked(spark, source_options(config), messages), 60, interval_s=1,
+                              what="the audit counting every message acked")  # fmt: skip
     # then every number was processed (duplicates allowed: at-least-once), and the audit finds nothing unaccounted
-    assert set(processed_numbers(spark, str(output))) == set(range(1, messages + 1))
+    assert set(processed_numbers(output)) == set(range(1, messages + 1))
     assert report.total("unaccounted") == report.total("pending") == 0, report
 
 
@@ -103,7 +113,7 @@ def test_a_task_that_fails_on_an_executor_is_retried_by_spark_and_loses_nothing(
         acks.writeStream.format("kmq-ack")
         .options(**options)
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(processingTime="200 milliseconds")
+        .trigger(processingTime="100 milliseconds")
         .start()
     )
     try:
@@ -113,6 +123,7 @@ def test_a_task_that_fails_on_an_executor_is_retried_by_spark_and_loses_nothing(
         query.stop()
     # then tasks did fail, and still every message was acked and none is unaccounted
     assert len(list(failures.iterdir())) >= 2
+    wait_for(lambda: every_offset_ended(config, partitions), 30, interval_s=0.5, what="every offset ENDed")
     report = wait_for(lambda: _all_acked(spark, options, messages), 30, interval_s=1, what="every message acked")
     assert report.total("unaccounted") == report.total("pending") == 0
     assert report.total("first_deliveries") == messages

@@ -9,6 +9,7 @@ from pyspark.sql import SparkSession
 
 import kmq.spark
 from kmq import headers as h
+from kmq.batch_markers import BatchEnd
 from kmq.config import KmqConfig
 from kmq.errors import AckInputError
 from kmq.markers import EndMarker, MarkerKey
@@ -52,23 +53,32 @@ def test_bad_acknowledgements_fail_the_batch_and_ack_nothing(spark: SparkSession
     assert read_topic(config, config.markers_topic, 1) == []
 
 
-def test_acks_write_end_nack_and_dead_letter_like_the_client(spark: SparkSession, make_config: MakeConfig) -> None:
-    # given three messages on the queue
+@pytest.mark.parametrize("marker_format", ["kmq", "batch"])
+def test_acks_write_end_nack_and_dead_letter_like_the_client(
+    spark: SparkSession, make_config: MakeConfig, marker_format: str
+) -> None:
+    # given four messages on the queue
     config = make_config(partitions=1)
-    options = source_options(config)
-    spark.createDataFrame([(b"a",), (b"b",), (b"c",)], "value binary").write.format("kmq").options(**options).mode(
-        "append"
-    ).save()
-    # when they are acked ok, retried after 5 s, and rejected (without the message's columns: read back from Q)
+    options = source_options(config, marker_format=marker_format)
+    values = spark.createDataFrame([(b"a",), (b"b",), (b"c",), (b"d",)], "value binary")
+    values.coalesce(1).write.format("kmq").options(**options).mode("append").save()
+    # when they are acked ok, retried after 5 s, rejected (without the message's columns: read back from Q), and ok
     acks = spark.createDataFrame(
-        [(0, 0, "ok", None, None), (0, 1, "retry", 5_000, None), (0, 2, "reject", None, "bad input")],
+        [(0, 0, "ok", None, None), (0, 1, "retry", 5_000, None), (0, 2, "reject", None, "bad input"),
+         (0, 3, "ok", None, None)],
         "partition int, offset long, status string, delay_ms long, reason string",
-    )
-    kmq.spark.ack(acks, **options)
-    # then the markers are END, START(5000), END, and the rejected message is on D with kmq's headers
+    )  # fmt: skip
+    kmq.spark.ack(acks.coalesce(1), **options)  # one task: one BATCH END
+    # then the ok rows are ENDed (kmq: one END each; batch: one BATCH END of their offsets), the retry is a
+    # START(5000) and the reject an END, and the rejected message is on D with kmq's headers
     markers = {MarkerKey.decode(r.key).offset: r.value for r in read_topic(config, config.markers_topic, 1)}
-    assert markers[0] == EndMarker().encode() == markers[2]
     assert markers[1] == bytes([1]) + (5_000).to_bytes(8, "big")
+    assert markers[2] == EndMarker().encode()
+    if marker_format == "kmq":
+        assert markers[0] == markers[3] == EndMarker().encode()
+    else:
+        assert markers[0] == BatchEnd(((0, 1), (3, 1))).encode()
+        assert 3 not in markers
     [dead] = read_topic(config, config.dead_letter_topic, 1)
     assert dead.value == b"c"
     assert h.get(dead.headers, h.DLQ_REASON) == b"rejected: bad input"
