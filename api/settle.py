@@ -1,4 +1,5 @@
-"""Settling deliveries by receipt: ack writes END, nack and extend write START (PROTOCOL.md, "Marker records").
+"""Settling deliveries by receipt: ack writes END (a BATCH END per partition with `batch` markers), nack and extend
+write START (PROTOCOL.md, "Marker records"; which records exactly: api.settle_markers).
 
 Each receipt is judged on its own. A refused receipt (invalid, other queue) is never acted on. An expired one
 (its delivery's deadline has passed, so the tracker may have redelivered it) still gets its END on ack — that only
@@ -17,23 +18,18 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
 
 import anyio.to_thread
 from confluent_kafka import KafkaError
 
-from api.delivery import Outcome, Record, is_outage
+from api.delivery import Outcome, is_outage
 from api.metrics import ApiMetrics
 from api.models import ReceiptResult
 from api.receipts import Receipt, ReceiptSigner, Refusal
 from api.served import ServedQueue
-from api.settlements import HEADER, Delivery, Note
+from api.settle_markers import Write, plan
+from api.settlements import Action, Delivery
 from kmq.errors import BrokerUnavailableError
-from kmq.headers import Headers
-from kmq.markers import EndMarker, StartMarker
-
-Action = Literal["ack", "nack", "extend"]
-_END = EndMarker().encode()
 
 
 class AlreadySettledError(Exception):
@@ -49,13 +45,6 @@ class Settlement:
     timeout_ms: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class _Write:
-    index: int
-    receipt: Receipt
-    expired: bool
-
-
 async def settle(
     queue: ServedQueue, signer: ReceiptSigner, metrics: ApiMetrics, tokens: list[str], settlement: Settlement
 ) -> list[ReceiptResult]:
@@ -63,27 +52,26 @@ async def settle(
     now_ms = int(time.time() * 1000)
     results, writes = _judge(tokens, queue.name, signer, settlement.action, now_ms)
     await _caught_up(queue)
-    notes = [_note(w.receipt, settlement, now_ms) for w in writes]
     with _reserved(queue, metrics, writes):
-        outcomes = await queue.producer.produce(
-            [_record(queue, w, n, settlement) for w, n in zip(writes, notes, strict=True)]
-        )
+        markers = plan(queue.config, writes, settlement.action, now_ms, settlement.delay_ms, settlement.timeout_ms)
+        outcomes = await queue.producer.produce([marker.record for marker in markers])
         _raise_on_outage(queue, outcomes)
-        for write, note, outcome in zip(writes, notes, outcomes, strict=True):
+        for marker, outcome in zip(markers, outcomes, strict=True):
             if not isinstance(outcome, KafkaError):
-                queue.settled.observe(write.receipt.marker_key, note, outcome.offset)
-    for write, outcome in zip(writes, outcomes, strict=True):
-        results[write.index] = _result(write, outcome, settlement, signer, now_ms)
+                queue.settled.observe_all([w.receipt.marker_key for w in marker.writes], marker.note, outcome.offset)
+    for marker, outcome in zip(markers, outcomes, strict=True):
+        for write in marker.writes:
+            results[write.index] = _result(write, outcome, settlement, signer, now_ms)
     _count(metrics, queue.name, settlement.action, results)
     return [result for result in results if result is not None]
 
 
 def _judge(
     tokens: list[str], queue: str, signer: ReceiptSigner, action: Action, now_ms: int
-) -> tuple[list[ReceiptResult | None], list[_Write]]:
+) -> tuple[list[ReceiptResult | None], list[Write]]:
     """The results known without Kafka (refused, or expired for nack/extend), and the markers to write."""
     results: list[ReceiptResult | None] = [None] * len(tokens)
-    writes: list[_Write] = []
+    writes: list[Write] = []
     for index, token in enumerate(tokens):
         verdict = signer.verify(token, queue)
         if isinstance(verdict, Refusal):
@@ -91,7 +79,7 @@ def _judge(
         elif verdict.expired(now_ms) and action != "ack":
             results[index] = _expired(verdict)
         else:
-            writes.append(_Write(index, verdict, verdict.expired(now_ms)))
+            writes.append(Write(index, verdict, verdict.expired(now_ms)))
     return results, writes
 
 
@@ -107,7 +95,7 @@ async def _caught_up(queue: ServedQueue) -> None:
 
 
 @contextmanager
-def _reserved(queue: ServedQueue, metrics: ApiMetrics, writes: list[_Write]) -> Iterator[None]:
+def _reserved(queue: ServedQueue, metrics: ApiMetrics, writes: list[Write]) -> Iterator[None]:
     """Hold the deliveries of `writes` for this request; AlreadySettledError if one is settled or held already.
     Runs on the event loop with no await between the checks and the holding, so two requests never both pass."""
     held: list[Delivery] = []
@@ -130,31 +118,6 @@ def _reserved(queue: ServedQueue, metrics: ApiMetrics, writes: list[_Write]) -> 
         queue.settling.difference_update(held)
 
 
-def _note(receipt: Receipt, settlement: Settlement, now_ms: int) -> Note:
-    """The `kmq-receipt` header of the marker: kept until the latest deadline of a receipt of the delivery."""
-    if settlement.action == "extend":
-        return Note("extend", receipt.issued_at_ms, now_ms + settlement.timeout_ms)
-    return Note(settlement.action, receipt.issued_at_ms, receipt.deadline_ms)
-
-
-def _record(queue: ServedQueue, write: _Write, note: Note, settlement: Settlement) -> Record:
-    key = write.receipt.marker_key
-    marker = _marker(queue, write.receipt, settlement)
-    headers: Headers = [(HEADER, note.encode())]
-    return Record(queue.config.markers_topic, marker, key.encode(), headers, partition=key.partition)
-
-
-def _marker(queue: ServedQueue, receipt: Receipt, settlement: Settlement) -> bytes:
-    if settlement.action == "ack":
-        return _END
-    if settlement.action == "extend":
-        return StartMarker(settlement.timeout_ms).encode()
-    delay_ms = settlement.delay_ms
-    if delay_ms is None:
-        delay_ms = queue.config.nack_delay_ms(receipt.redelivery_count)
-    return StartMarker(delay_ms).encode()
-
-
 def _raise_on_outage(queue: ServedQueue, outcomes: list[Outcome]) -> None:
     for outcome in outcomes:
         if isinstance(outcome, KafkaError) and is_outage(outcome):
@@ -162,7 +125,7 @@ def _raise_on_outage(queue: ServedQueue, outcomes: list[Outcome]) -> None:
 
 
 def _result(
-    write: _Write, outcome: Outcome, settlement: Settlement, signer: ReceiptSigner, now_ms: int
+    write: Write, outcome: Outcome, settlement: Settlement, signer: ReceiptSigner, now_ms: int
 ) -> ReceiptResult:
     receipt = write.receipt
     if isinstance(outcome, KafkaError):

@@ -11,12 +11,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
 from api.settlements import HEADER, Action, Note, Settlements
+from kmq.batch_markers import BatchEnd, decode_batch_marker, is_batch_value, offsets_in
 from kmq.config import KmqConfig
+from kmq.errors import MarkerDecodeError
 from kmq.kafka import consumer_settings
 from kmq.markers import MarkerKey
 
@@ -26,6 +29,21 @@ _POLL_S = 0.1
 _BATCH = 1000
 _COMMITTED_TIMEOUT_S = 5.0
 _KEY_BYTES = 12
+
+
+def noted_offsets(key_offset: int, value: bytes | None) -> Iterator[int]:
+    """The queue offsets a noted marker settles: its key's, or every offset of a BATCH END's set (an ack of
+    several receipts of one receive). A batch value that breaks the format notes nothing, as it ends nothing."""
+    if not is_batch_value(value):
+        yield key_offset
+        return
+    try:
+        marker = decode_batch_marker(key_offset, value)
+    except MarkerDecodeError as e:
+        _log.warning("a noted batch marker that is not one, skipped: %s", e)
+        return
+    if isinstance(marker, BatchEnd):
+        yield from offsets_in(marker.runs)
 
 
 class SettleView:
@@ -54,10 +72,12 @@ class SettleView:
         with self._lock:
             return self._settlements.settled_by(key.partition, key.offset, issued_at_ms)
 
-    def observe(self, key: MarkerKey, note: Note, marker_offset: int) -> None:
-        """A note this replica has just written (acknowledged): known at once, before it is read back."""
+    def observe_all(self, keys: list[MarkerKey], note: Note, marker_offset: int) -> None:
+        """A note this replica has just written (acknowledged) for these deliveries: known at once, before it is
+        read back."""
         with self._lock:
-            self._settlements.observe(key.partition, key.offset, note, marker_offset)
+            for key in keys:
+                self._settlements.observe(key.partition, key.offset, note, marker_offset)
 
     def close(self) -> None:
         self._stopping.set()
@@ -119,7 +139,8 @@ class SettleView:
             if note is not None and isinstance(key, bytes) and len(key) == _KEY_BYTES:
                 message = MarkerKey.decode(key)
                 if message.partition == partition:  # else not a marker (PROTOCOL.md): nobody acts on it
-                    self._settlements.observe(message.partition, message.offset, note, offset)
+                    for queue_offset in noted_offsets(message.offset, record.value()):
+                        self._settlements.observe(partition, queue_offset, note, offset)
 
     def _at_end(self, partition: int) -> None:
         self._not_at_end.discard(partition)
