@@ -6,7 +6,8 @@ import base64
 import binascii
 from dataclasses import dataclass
 
-from api.models import Encoding, OutgoingMessage, ReceivedMessage
+from api.models import Encoding, OutgoingMessage
+from api.responses import ReceivedJson
 from kmq import headers as h
 from kmq.headers import Headers
 from kmq.message import Message
@@ -44,23 +45,24 @@ def to_payload(message: OutgoingMessage, where: str) -> Payload:
     )
 
 
-def to_received(message: Message, receipt: str, preferred: Encoding) -> ReceivedMessage:
-    """A delivered message as JSON: utf-8 when every part of it is text and that is preferred, else base64."""
-    app_headers = h.without_kmq(message.headers)
+def to_received(message: Message, receipt: str, preferred: Encoding) -> ReceivedJson:
+    """A delivered message as JSON (`ReceivedMessage`): utf-8 when every part of it is text and that is preferred,
+    else base64."""
+    app_headers = h.without_kmq(message.headers) if message.headers else []
     parts = [message.value, message.key, *(value for _, value in app_headers)]
     encoding: Encoding = "utf-8" if preferred == "utf-8" and all(_is_utf8(part) for part in parts) else "base64"
-    return ReceivedMessage(
-        receipt=receipt,
-        partition=message.partition,
-        offset=message.offset,
-        value=_encode(message.value, encoding),
-        key=_encode(message.key, encoding),
-        headers={name: _encode(value, encoding) or "" for name, value in app_headers},
-        encoding=encoding,
-        redelivery_count=message.redelivery_count,
-        timestamp_ms=message.timestamp_ms,
-        deadline_ms=message.deadline_ms,
-    )
+    return {
+        "receipt": receipt,
+        "partition": message.partition,
+        "offset": message.offset,
+        "value": _encode(message.value, encoding),
+        "key": _encode(message.key, encoding),
+        "headers": {name: _encode(value, encoding) or "" for name, value in app_headers},
+        "encoding": encoding,
+        "redelivery_count": message.redelivery_count,
+        "timestamp_ms": message.timestamp_ms,
+        "deadline_ms": message.deadline_ms,
+    }
 
 
 def _decode_optional(text: str | None, encoding: Encoding, where: str) -> bytes | None:

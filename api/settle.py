@@ -24,8 +24,8 @@ from confluent_kafka import KafkaError
 
 from api.delivery import Outcome, is_outage
 from api.metrics import ApiMetrics
-from api.models import ReceiptResult
 from api.receipts import Receipt, ReceiptSigner, Refusal
+from api.responses import ResultJson, receipt_result
 from api.served import ServedQueue
 from api.settle_markers import Write, plan
 from api.settlements import Action, Delivery
@@ -47,7 +47,7 @@ class Settlement:
 
 async def settle(
     queue: ServedQueue, signer: ReceiptSigner, metrics: ApiMetrics, tokens: list[str], settlement: Settlement
-) -> list[ReceiptResult]:
+) -> list[ResultJson]:
     """One result per token, in order; raises BrokerUnavailableError when the cluster is unreachable."""
     now_ms = int(time.time() * 1000)
     results, writes = _judge(tokens, queue.name, signer, settlement.action, now_ms)
@@ -68,14 +68,14 @@ async def settle(
 
 def _judge(
     tokens: list[str], queue: str, signer: ReceiptSigner, action: Action, now_ms: int
-) -> tuple[list[ReceiptResult | None], list[Write]]:
+) -> tuple[list[ResultJson | None], list[Write]]:
     """The results known without Kafka (refused, or expired for nack/extend), and the markers to write."""
-    results: list[ReceiptResult | None] = [None] * len(tokens)
+    results: list[ResultJson | None] = [None] * len(tokens)
     writes: list[Write] = []
     for index, token in enumerate(tokens):
         verdict = signer.verify(token, queue)
         if isinstance(verdict, Refusal):
-            results[index] = ReceiptResult(status=verdict.reason, detail=verdict.detail)
+            results[index] = receipt_result(verdict.reason, verdict.detail)
         elif verdict.expired(now_ms) and action != "ack":
             results[index] = _expired(verdict)
         else:
@@ -124,21 +124,19 @@ def _raise_on_outage(queue: ServedQueue, outcomes: list[Outcome]) -> None:
             raise BrokerUnavailableError(queue.config.bootstrap_servers, f"markers not written: {outcome.str()}")
 
 
-def _result(
-    write: Write, outcome: Outcome, settlement: Settlement, signer: ReceiptSigner, now_ms: int
-) -> ReceiptResult:
+def _result(write: Write, outcome: Outcome, settlement: Settlement, signer: ReceiptSigner, now_ms: int) -> ResultJson:
     receipt = write.receipt
     if isinstance(outcome, KafkaError):
         detail = f"marker not written: {outcome.str()}"
-        return ReceiptResult(status="failed", detail=detail, partition=receipt.partition, offset=receipt.offset)
+        return receipt_result("failed", detail, receipt.partition, receipt.offset)
     if write.expired:
         return _expired(receipt)
     if settlement.action != "extend":
-        return ReceiptResult(status="ok", partition=receipt.partition, offset=receipt.offset)
+        return receipt_result("ok", None, receipt.partition, receipt.offset)
     return _extended(receipt, settlement.timeout_ms, signer, now_ms)
 
 
-def _extended(receipt: Receipt, timeout_ms: int, signer: ReceiptSigner, now_ms: int) -> ReceiptResult:
+def _extended(receipt: Receipt, timeout_ms: int, signer: ReceiptSigner, now_ms: int) -> ResultJson:
     """The tracker counts from the START's timestamp, stamped after `now_ms`: this deadline errs early, never late
     (as the client's does, from the local clock; a delivery report's timestamp is not reliable on every broker)."""
     deadline_ms = now_ms + timeout_ms
@@ -146,26 +144,16 @@ def _extended(receipt: Receipt, timeout_ms: int, signer: ReceiptSigner, now_ms: 
     renewed = Receipt(
         receipt.queue, receipt.partition, receipt.offset, receipt.issued_at_ms, deadline_ms, receipt.redelivery_count
     )
-    return ReceiptResult(
-        status="ok",
-        partition=receipt.partition,
-        offset=receipt.offset,
-        receipt=signer.sign(renewed),
-        deadline_ms=deadline_ms,
-    )
+    return receipt_result("ok", None, receipt.partition, receipt.offset, signer.sign(renewed), deadline_ms)
 
 
-def _expired(receipt: Receipt) -> ReceiptResult:
-    return ReceiptResult(
-        status="expired",
-        detail=f"the delivery's deadline ({receipt.deadline_ms}) has passed; it may have been redelivered",
-        partition=receipt.partition,
-        offset=receipt.offset,
-    )
+def _expired(receipt: Receipt) -> ResultJson:
+    detail = f"the delivery's deadline ({receipt.deadline_ms}) has passed; it may have been redelivered"
+    return receipt_result("expired", detail, receipt.partition, receipt.offset)
 
 
-def _count(metrics: ApiMetrics, topic: str, action: Action, results: list[ReceiptResult | None]) -> None:
-    statuses = [result.status for result in results if result is not None]
+def _count(metrics: ApiMetrics, topic: str, action: Action, results: list[ResultJson | None]) -> None:
+    statuses = [result["status"] for result in results if result is not None]
     done = {"ack": metrics.acks, "nack": metrics.nacks, "extend": metrics.extends}[action]
     done.labels(topic).inc(statuses.count("ok"))
     metrics.refused.labels(topic).inc(statuses.count("invalid") + statuses.count("wrong_queue"))
