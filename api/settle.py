@@ -58,7 +58,8 @@ async def settle(
         _raise_on_outage(queue, outcomes)
         for marker, outcome in zip(markers, outcomes, strict=True):
             if not isinstance(outcome, KafkaError):
-                queue.settled.observe_all([w.receipt.marker_key for w in marker.writes], marker.note, outcome.offset)
+                keys = [(w.receipt.partition, w.receipt.offset) for w in marker.writes]
+                queue.settled.observe_all(keys, marker.note, outcome.offset)
     for marker, outcome in zip(markers, outcomes, strict=True):
         for write in marker.writes:
             results[write.index] = _result(write, outcome, settlement, signer, now_ms)
@@ -99,11 +100,12 @@ def _reserved(queue: ServedQueue, metrics: ApiMetrics, writes: list[Write]) -> I
     """Hold the deliveries of `writes` for this request; AlreadySettledError if one is settled or held already.
     Runs on the event loop with no await between the checks and the holding, so two requests never both pass."""
     held: list[Delivery] = []
+    deliveries = [(w.receipt.partition, w.receipt.offset, w.receipt.issued_at_ms) for w in writes]
     try:
-        for write in writes:
+        for write, delivery, settled_by in zip(
+            writes, deliveries, queue.settled.settled_by_all(deliveries), strict=True
+        ):
             receipt = write.receipt
-            delivery = (receipt.partition, receipt.offset, receipt.issued_at_ms)
-            settled_by = queue.settled.settled_by(receipt.marker_key, receipt.issued_at_ms)
             if settled_by is not None or delivery in queue.settling:
                 metrics.replayed.labels(queue.name).inc()
                 how = f"already settled by {settled_by}" if settled_by else "being settled by another request"

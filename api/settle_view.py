@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
-from api.settlements import HEADER, Action, Note, Settlements
+from api.settlements import HEADER, Action, Delivery, Note, Settlements
 from kmq.batch_markers import BatchEnd, decode_batch_marker, is_batch_value, offsets_in
 from kmq.config import KmqConfig
 from kmq.errors import MarkerDecodeError
@@ -72,12 +72,17 @@ class SettleView:
         with self._lock:
             return self._settlements.settled_by(key.partition, key.offset, issued_at_ms)
 
-    def observe_all(self, keys: list[MarkerKey], note: Note, marker_offset: int) -> None:
-        """A note this replica has just written (acknowledged) for these deliveries: known at once, before it is
-        read back."""
+    def settled_by_all(self, deliveries: list[Delivery]) -> list[Action | None]:
+        """`settled_by` of each (partition, offset, issued_at_ms), under one lock."""
         with self._lock:
-            for key in keys:
-                self._settlements.observe(key.partition, key.offset, note, marker_offset)
+            return [self._settlements.settled_by(*delivery) for delivery in deliveries]
+
+    def observe_all(self, keys: list[tuple[int, int]], note: Note, marker_offset: int) -> None:
+        """A note this replica has just written (acknowledged) for the messages at these (partition, offset):
+        known at once, before it is read back."""
+        with self._lock:
+            for partition, offset in keys:
+                self._settlements.observe(partition, offset, note, marker_offset)
 
     def close(self) -> None:
         self._stopping.set()
