@@ -58,8 +58,7 @@ async def settle(
         _raise_on_outage(queue, outcomes)
         for marker, outcome in zip(markers, outcomes, strict=True):
             if not isinstance(outcome, KafkaError):
-                keys = [(w.receipt.partition, w.receipt.offset) for w in marker.writes]
-                queue.settled.observe_all(keys, marker.note, outcome.offset)
+                queue.settled.observe(marker.record.partition, marker.runs, marker.note, outcome.offset)
     for marker, outcome in zip(markers, outcomes, strict=True):
         for write in marker.writes:
             results[write.index] = _result(write, outcome, settlement, signer, now_ms)

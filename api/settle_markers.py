@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from api.delivery import Record
 from api.receipts import Receipt
 from api.settlements import HEADER, Action, Note
-from kmq.batch_markers import BatchEnd, runs_of, split_runs
+from kmq.batch_markers import BatchEnd, Run, runs_of, split_runs
 from kmq.config import KmqConfig
 from kmq.markers import EndMarker, StartMarker, encode_key
 
@@ -39,6 +39,7 @@ class Marker:
     record: Record
     note: Note
     writes: tuple[Write, ...]
+    runs: tuple[Run, ...]  # the offsets of the writes
 
 
 def plan(
@@ -64,7 +65,8 @@ def _single(
     # The note is kept until the latest deadline of a receipt of the delivery (an extend's is its new one).
     keep_until_ms = now_ms + timeout_ms if action == "extend" else receipt.deadline_ms
     note = Note(action, receipt.issued_at_ms, keep_until_ms)
-    return Marker(_record(config.markers_topic, receipt.partition, receipt.offset, value, note), note, (write,))
+    record = _record(config.markers_topic, receipt.partition, receipt.offset, value, note)
+    return Marker(record, note, (write,), ((receipt.offset, 1),))
 
 
 def _batch_ends(topic: str, writes: list[Write]) -> list[Marker]:
@@ -79,7 +81,7 @@ def _batch_ends(topic: str, writes: list[Write]) -> list[Marker]:
         for runs in split_runs(runs_of(by_offset)):
             covered = tuple(by_offset[offset] for start, length in runs for offset in range(start, start + length))
             record = _record(topic, partition, runs[0][0], BatchEnd(runs).encode(), note)
-            markers.append(Marker(record, note, covered))
+            markers.append(Marker(record, note, covered, runs))
     return markers
 
 

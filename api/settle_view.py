@@ -11,13 +11,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
 from api.settlements import HEADER, Action, Delivery, Note, Settlements
-from kmq.batch_markers import BatchEnd, decode_batch_marker, is_batch_value, offsets_in
+from kmq.batch_markers import BatchEnd, Run, decode_batch_marker, is_batch_value
 from kmq.config import KmqConfig
 from kmq.errors import MarkerDecodeError
 from kmq.kafka import consumer_settings
@@ -31,19 +30,23 @@ _COMMITTED_TIMEOUT_S = 5.0
 _KEY_BYTES = 12
 
 
-def noted_offsets(key_offset: int, value: bytes | None) -> Iterator[int]:
-    """The queue offsets a noted marker settles: its key's, or every offset of a BATCH END's set (an ack of
-    several receipts of one receive). A batch value that breaks the format notes nothing, as it ends nothing."""
+def noted_runs(key_offset: int, value: bytes | None) -> tuple[Run, ...]:
+    """The queue offsets a noted marker settles, as runs: its key's, or a BATCH END's set (an ack of several
+    receipts of one receive). A batch value that breaks the format notes nothing, as it ends nothing."""
     if not is_batch_value(value):
-        yield key_offset
-        return
+        return ((key_offset, 1),)
     try:
         marker = decode_batch_marker(key_offset, value)
     except MarkerDecodeError as e:
         _log.warning("a noted batch marker that is not one, skipped: %s", e)
-        return
-    if isinstance(marker, BatchEnd):
-        yield from offsets_in(marker.runs)
+        return ()
+    return marker.runs if isinstance(marker, BatchEnd) else ()
+
+
+def resume_offsets(positions: dict[int, int], floors: dict[int, int]) -> dict[int, int]:
+    """Where a restarted replica must read from, per partition read: the first note still remembered, but never past
+    what was read (a note this replica wrote itself may sit beyond notes of other replicas not read yet)."""
+    return {p: min(position, floors.get(p, position)) for p, position in positions.items()}
 
 
 class SettleView:
@@ -64,7 +67,7 @@ class SettleView:
         self._thread.start()
 
     def __len__(self) -> int:
-        """Deliveries with notes remembered (a gauge of the facade's metrics)."""
+        """Ack and nack notes remembered (a gauge of the facade's metrics)."""
         with self._lock:
             return len(self._settlements)
 
@@ -77,12 +80,11 @@ class SettleView:
         with self._lock:
             return [self._settlements.settled_by(*delivery) for delivery in deliveries]
 
-    def observe_all(self, keys: list[tuple[int, int]], note: Note, marker_offset: int) -> None:
-        """A note this replica has just written (acknowledged) for the messages at these (partition, offset):
-        known at once, before it is read back."""
+    def observe(self, partition: int, runs: tuple[Run, ...], note: Note, marker_offset: int) -> None:
+        """A note this replica has just written (acknowledged) on these offsets of `partition`: known at once,
+        before it is read back."""
         with self._lock:
-            for partition, offset in keys:
-                self._settlements.observe(partition, offset, note, marker_offset)
+            self._settlements.observe_runs(partition, runs, note, marker_offset)
 
     def close(self) -> None:
         self._stopping.set()
@@ -144,8 +146,9 @@ class SettleView:
             if note is not None and isinstance(key, bytes) and len(key) == _KEY_BYTES:
                 message = MarkerKey.decode(key)
                 if message.partition == partition:  # else not a marker (PROTOCOL.md): nobody acts on it
-                    for queue_offset in noted_offsets(message.offset, record.value()):
-                        self._settlements.observe(partition, queue_offset, note, offset)
+                    runs = noted_runs(message.offset, record.value())
+                    if runs:
+                        self._settlements.observe_runs(partition, runs, note, offset)
 
     def _at_end(self, partition: int) -> None:
         self._not_at_end.discard(partition)
@@ -160,10 +163,9 @@ class SettleView:
 
     def _commit(self) -> None:
         with self._lock:
-            floors = {p: self._settlements.floor(p) for p in self._positions}
+            floors = self._settlements.floors()
             offsets = [
-                TopicPartition(self.topic, p, floor if floor is not None else self._positions[p])
-                for p, floor in floors.items()
+                TopicPartition(self.topic, p, floors.get(p, position)) for p, position in self._positions.items()
             ]
         if offsets:
             try:

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from api.receipts import Receipt
 from api.settle_markers import Write, plan
-from api.settle_view import noted_offsets
+from api.settle_view import noted_runs
 from api.settlements import HEADER, Note
 from kmq.batch_markers import BatchEnd, decode_batch_marker, offsets_in
 from kmq.config import KmqConfig
@@ -77,10 +77,11 @@ def test_the_settle_view_reads_back_every_offset_a_batch_end_acks(offsets: set[i
     writes = [write(index, 0, offset) for index, offset in enumerate(offsets)]
     [marker] = plan(config("batch"), writes, "ack", now_ms=0, delay_ms=None, timeout_ms=0)
     key = MarkerKey.decode(marker.record.key)
-    assert sorted(noted_offsets(key.offset, marker.record.value)) == sorted(offsets)
+    assert noted_runs(key.offset, marker.record.value) == marker.runs
+    assert list(offsets_in(marker.runs)) == sorted(offsets)
 
 
 def test_the_settle_view_notes_a_kmq_marker_by_its_key_and_a_broken_batch_value_not_at_all() -> None:
-    assert list(noted_offsets(42, EndMarker().encode())) == [42]
-    assert list(noted_offsets(42, StartMarker(10).encode())) == [42]
-    assert list(noted_offsets(42, bytes([3, 0, 0, 0, 1]))) == []  # a BATCH END announcing a run it does not hold
+    assert noted_runs(42, EndMarker().encode()) == ((42, 1),)
+    assert noted_runs(42, StartMarker(10).encode()) == ((42, 1),)
+    assert noted_runs(42, bytes([3, 0, 0, 0, 1])) == ()  # a BATCH END announcing a run it does not hold
