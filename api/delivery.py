@@ -23,8 +23,10 @@ from kmq.headers import Headers
 
 _log = logging.getLogger(__name__)
 ANY_PARTITION = -1
-# Java clients hash keys with murmur2: the same key lands in the same partition whoever produces it.
-_DEFAULTS: dict[str, KafkaValue] = {"linger.ms": 1, "partitioner": "murmur2_random"}
+# Java clients hash keys with murmur2: the same key lands in the same partition whoever produces it. No linger: every
+# request waits for its own records, so lingering only adds to its latency (records of concurrent requests still
+# share produce requests while earlier ones are in flight).
+_DEFAULTS: dict[str, KafkaValue] = {"linger.ms": 0, "partitioner": "murmur2_random"}
 _DURABLE: dict[str, KafkaValue] = {"acks": "all", "enable.idempotence": True}
 _SERVE_INTERVAL_S = 0.1
 _OUTAGE = frozenset({KafkaError._MSG_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
