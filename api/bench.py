@@ -1,8 +1,10 @@
 """`python -m api.bench`: HTTP throughput and latency of send, and of receive + ack, through a real uvicorn.
 
 The API runs as `python -m api` in a child process on loopback (its own interpreter, as in production), against
-the embedded tansu broker — or the cluster in `KMQ_BOOTSTRAP_SERVERS` — and an httpx client drives it.
-`run_benchmark()` returns the figures as a dict (`kmq bench` wraps it).
+an embedded broker — or the cluster in `KMQ_BOOTSTRAP_SERVERS` — and an aiohttp client (keep-alive connections,
+bodies encoded and parsed with orjson) drives it; httpx cost about three times its CPU per request, taken from the
+cores the API and the broker share. The figures include the CPU time the API process and the client spent per
+message while draining (where /proc exists). `run_benchmark()` returns the figures as a dict (`kmq bench` wraps it).
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import IO
+from pathlib import Path
+from typing import IO, Any
 
-import httpx
+import aiohttp
+import orjson
 
 from kmq.config import KmqConfig
 from kmq.embedded import EmbeddedKafka, ExternalKafka, KafkaCluster
@@ -36,6 +41,7 @@ _STOP_TIMEOUT_S = 20.0
 _RECEIVE_WAIT_MS = 500
 _DRAIN_TIMEOUT_S = 600.0
 # Settings that name one queue: the child serves the benchmark's own queue, whatever the environment says.
+_REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=30.0)
 _QUEUE_VARIABLES = ("KMQ_QUEUE_TOPIC", "KMQ_MARKERS_TOPIC", "KMQ_DEAD_LETTER_TOPIC", "KMQ_GROUP_ID")
 
 
@@ -76,9 +82,9 @@ def run_benchmark(
     with _cluster(cluster) as kafka:
         config = kafka.config(f"bench-api-{uuid.uuid4().hex[:8]}", marker_format=marker_format)
         kafka.ensure_topics(config, partitions)
-        with _api_process(config) as (base_url, api_key):
+        with _api_process(config) as (base_url, api_key, pid):
             plan = _Plan(messages, batch, concurrency, value_bytes)
-            measured = asyncio.run(_measure(f"{base_url}/v1/queues/{config.queue_topic}", api_key, plan))
+            measured = asyncio.run(_measure(f"{base_url}/v1/queues/{config.queue_topic}", api_key, plan, pid))
     setup: Figures = {"backend": kafka.backend, "marker_format": marker_format, "messages": messages, "batch": batch}
     setup["partitions"] = partitions
     return {**setup, "concurrency": concurrency, **measured}
@@ -96,7 +102,7 @@ def _cluster(given: KafkaCluster | None) -> Iterator[KafkaCluster]:
 
 
 @contextlib.contextmanager
-def _api_process(config: KmqConfig) -> Iterator[tuple[str, str]]:
+def _api_process(config: KmqConfig) -> Iterator[tuple[str, str, int]]:
     """`python -m api` serving the queue on a free loopback port; stopped with SIGTERM (then killed) on exit."""
     port, api_key = _free_port(), secrets.token_urlsafe(16)
     with tempfile.TemporaryFile() as log:  # a file, not a pipe: a full pipe would stall the child
@@ -109,7 +115,7 @@ def _api_process(config: KmqConfig) -> Iterator[tuple[str, str]]:
         try:
             base_url = f"http://127.0.0.1:{port}"
             _wait_ready(child, base_url, log)
-            yield base_url, api_key
+            yield base_url, api_key, child.pid
         finally:
             _stop(child)
 
@@ -137,8 +143,9 @@ def _wait_ready(child: subprocess.Popen[bytes], base_url: str, log: IO[bytes]) -
     while time.monotonic() < deadline:
         if child.poll() is not None:
             break
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"{base_url}/readyz", timeout=1.0).status_code == 200:
+        # Not listening yet, or not ready (urllib's errors are OSErrors).
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{base_url}/readyz", timeout=1.0) as answer:
+            if answer.status == 200:
                 return
         time.sleep(0.05)  # polling a condition (the child's port) with a deadline
     _stop(child)
@@ -164,26 +171,39 @@ def _free_port() -> int:
         return port
 
 
-async def _measure(queue_url: str, api_key: str, plan: _Plan) -> Figures:
-    headers = {"Authorization": f"Bearer {api_key}"}
-    limits = httpx.Limits(max_connections=plan.concurrency, max_keepalive_connections=plan.concurrency)
-    async with httpx.AsyncClient(base_url=queue_url, headers=headers, limits=limits) as http:
+async def _measure(queue_url: str, api_key: str, plan: _Plan, pid: int) -> Figures:
+    headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
+    connector = aiohttp.TCPConnector(limit=plan.concurrency)  # keep-alive connections, one per receiver
+    async with aiohttp.ClientSession(f"{queue_url}/", headers=headers, connector=connector) as http:
         # Warm-up, not measured: producer metadata, the receivers' consumer-group join.
         await _send(http, plan.batch, "warm-up", [])
         await _drain(http, replace(plan, messages=plan.batch, concurrency=1))
         sent = await _send_all(http, plan)
+        server_s, client_s = _cpu_s(pid), time.process_time()
         drained = await _drain(http, plan)
-    return {**sent, **drained}
+        cpu: Figures = {"client_cpu_us_per_msg": round((time.process_time() - client_s) / plan.messages * 1e6, 1)}
+        server_end_s = _cpu_s(pid)
+        if server_s is not None and server_end_s is not None:
+            cpu["server_cpu_us_per_msg"] = round((server_end_s - server_s) / plan.messages * 1e6, 1)
+    return {**sent, **drained, **cpu}
 
 
-async def _send(http: httpx.AsyncClient, count: int, value: str, latencies_ms: list[float]) -> None:
+def _cpu_s(pid: int) -> float | None:
+    """CPU time (user + system, every thread) of process `pid` from /proc; None where there is no /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _send(http: aiohttp.ClientSession, count: int, value: str, latencies_ms: list[float]) -> None:
     started = time.perf_counter()
-    response = await http.post("/messages", json={"messages": [{"value": value}] * count}, timeout=30.0)
+    await _post(http, "messages", {"messages": [{"value": value}] * count})
     latencies_ms.append((time.perf_counter() - started) * 1000)
-    response.raise_for_status()
 
 
-async def _send_all(http: httpx.AsyncClient, plan: _Plan) -> Figures:
+async def _send_all(http: aiohttp.ClientSession, plan: _Plan) -> Figures:
     value = "x" * plan.value_bytes
     sizes = [min(plan.batch, plan.messages - start) for start in range(0, plan.messages, plan.batch)]
     latencies_ms: list[float] = []
@@ -198,7 +218,7 @@ async def _send_all(http: httpx.AsyncClient, plan: _Plan) -> Figures:
     return {"send_msgs_per_s": round(plan.messages / elapsed_s), **_percentiles("send", latencies_ms)}
 
 
-async def _drain(http: httpx.AsyncClient, plan: _Plan) -> Figures:
+async def _drain(http: aiohttp.ClientSession, plan: _Plan) -> Figures:
     """Receive and ack until `plan.messages` are acked; the time runs from the start to the last ack."""
     tally = _Tally(plan.messages, time.monotonic() + _DRAIN_TIMEOUT_S)
     started = time.perf_counter()
@@ -213,27 +233,33 @@ async def _drain(http: httpx.AsyncClient, plan: _Plan) -> Figures:
     }
 
 
-async def _receiver(http: httpx.AsyncClient, batch: int, tally: _Tally) -> None:
+async def _receiver(http: aiohttp.ClientSession, batch: int, tally: _Tally) -> None:
     body = {"max_messages": batch, "wait_ms": _RECEIVE_WAIT_MS}
     while tally.received < tally.target:
         if time.monotonic() > tally.deadline:
             raise KmqError(f"received {tally.received} of {tally.target} messages in {_DRAIN_TIMEOUT_S:.0f}s")
         started = time.perf_counter()
-        response = (await http.post("/receive", json=body, timeout=30.0)).raise_for_status()
-        receipts = [message["receipt"] for message in response.json()["messages"]]
+        receipts = [message["receipt"] for message in (await _post(http, "receive", body))["messages"]]
         if receipts:  # an empty answer is a long poll that ran out: not a receive latency
             tally.receive_ms.append((time.perf_counter() - started) * 1000)
             tally.received += len(receipts)
             await _ack(http, receipts, tally)
 
 
-async def _ack(http: httpx.AsyncClient, receipts: list[str], tally: _Tally) -> None:
+async def _ack(http: aiohttp.ClientSession, receipts: list[str], tally: _Tally) -> None:
     started = time.perf_counter()
-    response = (await http.post("/ack", json={"receipts": receipts}, timeout=30.0)).raise_for_status()
+    answer = await _post(http, "ack", {"receipts": receipts})
     tally.finished = time.perf_counter()
     tally.ack_ms.append((tally.finished - started) * 1000)
     tally.acked += len(receipts)
-    tally.not_ok += sum(result["status"] != "ok" for result in response.json()["results"])
+    tally.not_ok += sum(result["status"] != "ok" for result in answer["results"])
+
+
+async def _post(http: aiohttp.ClientSession, path: str, body: object) -> Any:
+    """POST a JSON body; the answer parsed once read whole (orjson both ways). Raises on an error status."""
+    async with http.post(path, data=orjson.dumps(body), timeout=_REQUEST_TIMEOUT) as response:
+        response.raise_for_status()
+        return orjson.loads(await response.read())
 
 
 def _percentiles(name: str, latencies_ms: list[float]) -> Figures:

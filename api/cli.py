@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from typing import Annotated, Any
 
@@ -46,7 +47,13 @@ def api(
 
 def serve(config: ApiConfig, log_level: str = "info") -> None:
     """Run uvicorn with the app until it is stopped (uvicorn handles SIGTERM: the lifespan then flushes)."""
-    uvicorn.run(create_app(config), host=config.host, port=config.port, log_level=log_level.lower())
+    app = create_app(config)
+    # This process is the application, so it may tune the collector (kmq, a library, never does): what exists now
+    # (modules, FastAPI's and pydantic's schemas) lives as long as the process, and every full collection would
+    # walk it again, on the event loop, in the middle of requests.
+    gc.collect()
+    gc.freeze()
+    uvicorn.run(app, host=config.host, port=config.port, log_level=log_level.lower())
 
 
 def register(app: typer.Typer) -> None:

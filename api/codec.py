@@ -6,7 +6,8 @@ import base64
 import binascii
 from dataclasses import dataclass
 
-from api.models import Encoding, OutgoingMessage, ReceivedMessage
+from api.models import Encoding, OutgoingMessage
+from api.responses import ReceivedJson
 from kmq import headers as h
 from kmq.headers import Headers
 from kmq.message import Message
@@ -44,23 +45,45 @@ def to_payload(message: OutgoingMessage, where: str) -> Payload:
     )
 
 
-def to_received(message: Message, receipt: str, preferred: Encoding) -> ReceivedMessage:
-    """A delivered message as JSON: utf-8 when every part of it is text and that is preferred, else base64."""
-    app_headers = h.without_kmq(message.headers)
-    parts = [message.value, message.key, *(value for _, value in app_headers)]
-    encoding: Encoding = "utf-8" if preferred == "utf-8" and all(_is_utf8(part) for part in parts) else "base64"
-    return ReceivedMessage(
-        receipt=receipt,
-        partition=message.partition,
-        offset=message.offset,
-        value=_encode(message.value, encoding),
-        key=_encode(message.key, encoding),
-        headers={name: _encode(value, encoding) or "" for name, value in app_headers},
-        encoding=encoding,
-        redelivery_count=message.redelivery_count,
-        timestamp_ms=message.timestamp_ms,
-        deadline_ms=message.deadline_ms,
-    )
+def to_received(message: Message, receipt: str, preferred: Encoding) -> ReceivedJson:
+    """A delivered message as JSON (`ReceivedMessage`): utf-8 when every part of it is text and that is preferred,
+    else base64."""
+    app_headers = h.without_kmq(message.headers) if message.headers else []
+    encoding: Encoding = "utf-8"
+    parts = _as_text(message, app_headers) if preferred == "utf-8" else None
+    if parts is None:
+        encoding = "base64"
+        parts = _base64(message.value), _base64(message.key), {n: _base64(v) or "" for n, v in app_headers}
+    value, key, headers = parts
+    return {
+        "receipt": receipt,
+        "partition": message.partition,
+        "offset": message.offset,
+        "value": value,
+        "key": key,
+        "headers": headers,
+        "encoding": encoding,
+        "redelivery_count": message.redelivery_count,
+        "timestamp_ms": message.timestamp_ms,
+        "deadline_ms": message.deadline_ms,
+    }
+
+
+def _as_text(message: Message, app_headers: Headers) -> tuple[str | None, str | None, dict[str, str]] | None:
+    """Value, key and headers as utf-8 text, each decoded once; None when any part is not utf-8."""
+    try:
+        headers = {name: _text(data) or "" for name, data in app_headers}
+        return _text(message.value), _text(message.key), headers
+    except UnicodeDecodeError:
+        return None
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8")
+
+
+def _base64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
 
 
 def _decode_optional(text: str | None, encoding: Encoding, where: str) -> bytes | None:
@@ -81,19 +104,3 @@ def _utf8(text: str, where: str) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError as e:
         raise UndecodableError(f"{where}: not valid unicode (lone surrogate at {e.start})") from e
-
-
-def _encode(data: bytes | None, encoding: Encoding) -> str | None:
-    if data is None:
-        return None
-    return data.decode("utf-8") if encoding == "utf-8" else base64.b64encode(data).decode("ascii")
-
-
-def _is_utf8(data: bytes | None) -> bool:
-    if data is None:
-        return True
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True

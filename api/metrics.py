@@ -26,7 +26,7 @@ class ApiMetrics:
         self.broker_errors = self._counter("kmq_api_broker_errors", "requests answered 503 because of Kafka")
         self.remembered = Gauge(
             "kmq_api_receipt_notes",
-            "deliveries whose settle notes this replica has read from the markers topic (and keeps until they expire)",
+            "ack and nack notes (one per marker record) this replica keeps from the markers topic until they expire",
             ["topic"],
             registry=self.registry,
         )

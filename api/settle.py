@@ -1,4 +1,5 @@
-"""Settling deliveries by receipt: ack writes END, nack and extend write START (PROTOCOL.md, "Marker records").
+"""Settling deliveries by receipt: ack writes END (a BATCH END per partition with `batch` markers), nack and extend
+write START (PROTOCOL.md, "Marker records"; which records exactly: api.settle_markers).
 
 Each receipt is judged on its own. A refused receipt (invalid, other queue) is never acted on. An expired one
 (its delivery's deadline has passed, so the tracker may have redelivered it) still gets its END on ack — that only
@@ -17,23 +18,18 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
 
 import anyio.to_thread
 from confluent_kafka import KafkaError
 
-from api.delivery import Outcome, Record, is_outage
+from api.delivery import Outcome, is_outage
 from api.metrics import ApiMetrics
-from api.models import ReceiptResult
 from api.receipts import Receipt, ReceiptSigner, Refusal
+from api.responses import ResultJson, receipt_result
 from api.served import ServedQueue
-from api.settlements import HEADER, Delivery, Note
+from api.settle_markers import Write, plan
+from api.settlements import Action, Delivery
 from kmq.errors import BrokerUnavailableError
-from kmq.headers import Headers
-from kmq.markers import EndMarker, StartMarker
-
-Action = Literal["ack", "nack", "extend"]
-_END = EndMarker().encode()
 
 
 class AlreadySettledError(Exception):
@@ -49,49 +45,41 @@ class Settlement:
     timeout_ms: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class _Write:
-    index: int
-    receipt: Receipt
-    expired: bool
-
-
 async def settle(
     queue: ServedQueue, signer: ReceiptSigner, metrics: ApiMetrics, tokens: list[str], settlement: Settlement
-) -> list[ReceiptResult]:
+) -> list[ResultJson]:
     """One result per token, in order; raises BrokerUnavailableError when the cluster is unreachable."""
     now_ms = int(time.time() * 1000)
     results, writes = _judge(tokens, queue.name, signer, settlement.action, now_ms)
     await _caught_up(queue)
-    notes = [_note(w.receipt, settlement, now_ms) for w in writes]
     with _reserved(queue, metrics, writes):
-        outcomes = await queue.producer.produce(
-            [_record(queue, w, n, settlement) for w, n in zip(writes, notes, strict=True)]
-        )
+        markers = plan(queue.config, writes, settlement.action, now_ms, settlement.delay_ms, settlement.timeout_ms)
+        outcomes = await queue.producer.produce([marker.record for marker in markers])
         _raise_on_outage(queue, outcomes)
-        for write, note, outcome in zip(writes, notes, outcomes, strict=True):
+        for marker, outcome in zip(markers, outcomes, strict=True):
             if not isinstance(outcome, KafkaError):
-                queue.settled.observe(write.receipt.marker_key, note, outcome.offset)
-    for write, outcome in zip(writes, outcomes, strict=True):
-        results[write.index] = _result(write, outcome, settlement, signer, now_ms)
+                queue.settled.observe(marker.record.partition, marker.runs, marker.note, outcome.offset)
+    for marker, outcome in zip(markers, outcomes, strict=True):
+        for write in marker.writes:
+            results[write.index] = _result(write, outcome, settlement, signer, now_ms)
     _count(metrics, queue.name, settlement.action, results)
     return [result for result in results if result is not None]
 
 
 def _judge(
     tokens: list[str], queue: str, signer: ReceiptSigner, action: Action, now_ms: int
-) -> tuple[list[ReceiptResult | None], list[_Write]]:
+) -> tuple[list[ResultJson | None], list[Write]]:
     """The results known without Kafka (refused, or expired for nack/extend), and the markers to write."""
-    results: list[ReceiptResult | None] = [None] * len(tokens)
-    writes: list[_Write] = []
+    results: list[ResultJson | None] = [None] * len(tokens)
+    writes: list[Write] = []
     for index, token in enumerate(tokens):
         verdict = signer.verify(token, queue)
         if isinstance(verdict, Refusal):
-            results[index] = ReceiptResult(status=verdict.reason, detail=verdict.detail)
+            results[index] = receipt_result(verdict.reason, verdict.detail)
         elif verdict.expired(now_ms) and action != "ack":
             results[index] = _expired(verdict)
         else:
-            writes.append(_Write(index, verdict, verdict.expired(now_ms)))
+            writes.append(Write(index, verdict, verdict.expired(now_ms)))
     return results, writes
 
 
@@ -107,15 +95,16 @@ async def _caught_up(queue: ServedQueue) -> None:
 
 
 @contextmanager
-def _reserved(queue: ServedQueue, metrics: ApiMetrics, writes: list[_Write]) -> Iterator[None]:
+def _reserved(queue: ServedQueue, metrics: ApiMetrics, writes: list[Write]) -> Iterator[None]:
     """Hold the deliveries of `writes` for this request; AlreadySettledError if one is settled or held already.
     Runs on the event loop with no await between the checks and the holding, so two requests never both pass."""
     held: list[Delivery] = []
+    deliveries = [(w.receipt.partition, w.receipt.offset, w.receipt.issued_at_ms) for w in writes]
     try:
-        for write in writes:
+        for write, delivery, settled_by in zip(
+            writes, deliveries, queue.settled.settled_by_all(deliveries), strict=True
+        ):
             receipt = write.receipt
-            delivery = (receipt.partition, receipt.offset, receipt.issued_at_ms)
-            settled_by = queue.settled.settled_by(receipt.marker_key, receipt.issued_at_ms)
             if settled_by is not None or delivery in queue.settling:
                 metrics.replayed.labels(queue.name).inc()
                 how = f"already settled by {settled_by}" if settled_by else "being settled by another request"
@@ -130,52 +119,25 @@ def _reserved(queue: ServedQueue, metrics: ApiMetrics, writes: list[_Write]) -> 
         queue.settling.difference_update(held)
 
 
-def _note(receipt: Receipt, settlement: Settlement, now_ms: int) -> Note:
-    """The `kmq-receipt` header of the marker: kept until the latest deadline of a receipt of the delivery."""
-    if settlement.action == "extend":
-        return Note("extend", receipt.issued_at_ms, now_ms + settlement.timeout_ms)
-    return Note(settlement.action, receipt.issued_at_ms, receipt.deadline_ms)
-
-
-def _record(queue: ServedQueue, write: _Write, note: Note, settlement: Settlement) -> Record:
-    key = write.receipt.marker_key
-    marker = _marker(queue, write.receipt, settlement)
-    headers: Headers = [(HEADER, note.encode())]
-    return Record(queue.config.markers_topic, marker, key.encode(), headers, partition=key.partition)
-
-
-def _marker(queue: ServedQueue, receipt: Receipt, settlement: Settlement) -> bytes:
-    if settlement.action == "ack":
-        return _END
-    if settlement.action == "extend":
-        return StartMarker(settlement.timeout_ms).encode()
-    delay_ms = settlement.delay_ms
-    if delay_ms is None:
-        delay_ms = queue.config.nack_delay_ms(receipt.redelivery_count)
-    return StartMarker(delay_ms).encode()
-
-
 def _raise_on_outage(queue: ServedQueue, outcomes: list[Outcome]) -> None:
     for outcome in outcomes:
         if isinstance(outcome, KafkaError) and is_outage(outcome):
             raise BrokerUnavailableError(queue.config.bootstrap_servers, f"markers not written: {outcome.str()}")
 
 
-def _result(
-    write: _Write, outcome: Outcome, settlement: Settlement, signer: ReceiptSigner, now_ms: int
-) -> ReceiptResult:
+def _result(write: Write, outcome: Outcome, settlement: Settlement, signer: ReceiptSigner, now_ms: int) -> ResultJson:
     receipt = write.receipt
     if isinstance(outcome, KafkaError):
         detail = f"marker not written: {outcome.str()}"
-        return ReceiptResult(status="failed", detail=detail, partition=receipt.partition, offset=receipt.offset)
+        return receipt_result("failed", detail, receipt.partition, receipt.offset)
     if write.expired:
         return _expired(receipt)
     if settlement.action != "extend":
-        return ReceiptResult(status="ok", partition=receipt.partition, offset=receipt.offset)
+        return receipt_result("ok", None, receipt.partition, receipt.offset)
     return _extended(receipt, settlement.timeout_ms, signer, now_ms)
 
 
-def _extended(receipt: Receipt, timeout_ms: int, signer: ReceiptSigner, now_ms: int) -> ReceiptResult:
+def _extended(receipt: Receipt, timeout_ms: int, signer: ReceiptSigner, now_ms: int) -> ResultJson:
     """The tracker counts from the START's timestamp, stamped after `now_ms`: this deadline errs early, never late
     (as the client's does, from the local clock; a delivery report's timestamp is not reliable on every broker)."""
     deadline_ms = now_ms + timeout_ms
@@ -183,26 +145,16 @@ def _extended(receipt: Receipt, timeout_ms: int, signer: ReceiptSigner, now_ms: 
     renewed = Receipt(
         receipt.queue, receipt.partition, receipt.offset, receipt.issued_at_ms, deadline_ms, receipt.redelivery_count
     )
-    return ReceiptResult(
-        status="ok",
-        partition=receipt.partition,
-        offset=receipt.offset,
-        receipt=signer.sign(renewed),
-        deadline_ms=deadline_ms,
-    )
+    return receipt_result("ok", None, receipt.partition, receipt.offset, signer.sign(renewed), deadline_ms)
 
 
-def _expired(receipt: Receipt) -> ReceiptResult:
-    return ReceiptResult(
-        status="expired",
-        detail=f"the delivery's deadline ({receipt.deadline_ms}) has passed; it may have been redelivered",
-        partition=receipt.partition,
-        offset=receipt.offset,
-    )
+def _expired(receipt: Receipt) -> ResultJson:
+    detail = f"the delivery's deadline ({receipt.deadline_ms}) has passed; it may have been redelivered"
+    return receipt_result("expired", detail, receipt.partition, receipt.offset)
 
 
-def _count(metrics: ApiMetrics, topic: str, action: Action, results: list[ReceiptResult | None]) -> None:
-    statuses = [result.status for result in results if result is not None]
+def _count(metrics: ApiMetrics, topic: str, action: Action, results: list[ResultJson | None]) -> None:
+    statuses = [result["status"] for result in results if result is not None]
     done = {"ack": metrics.acks, "nack": metrics.nacks, "extend": metrics.extends}[action]
     done.labels(topic).inc(statuses.count("ok"))
     metrics.refused.labels(topic).inc(statuses.count("invalid") + statuses.count("wrong_queue"))

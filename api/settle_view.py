@@ -15,8 +15,10 @@ import time
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
-from api.settlements import HEADER, Action, Note, Settlements
+from api.settlements import HEADER, Action, Delivery, Note, Settlements
+from kmq.batch_markers import BatchEnd, Run, decode_batch_marker, is_batch_value
 from kmq.config import KmqConfig
+from kmq.errors import MarkerDecodeError
 from kmq.kafka import consumer_settings
 from kmq.markers import MarkerKey
 
@@ -26,6 +28,25 @@ _POLL_S = 0.1
 _BATCH = 1000
 _COMMITTED_TIMEOUT_S = 5.0
 _KEY_BYTES = 12
+
+
+def noted_runs(key_offset: int, value: bytes | None) -> tuple[Run, ...]:
+    """The queue offsets a noted marker settles, as runs: its key's, or a BATCH END's set (an ack of several
+    receipts of one receive). A batch value that breaks the format notes nothing, as it ends nothing."""
+    if not is_batch_value(value):
+        return ((key_offset, 1),)
+    try:
+        marker = decode_batch_marker(key_offset, value)
+    except MarkerDecodeError as e:
+        _log.warning("a noted batch marker that is not one, skipped: %s", e)
+        return ()
+    return marker.runs if isinstance(marker, BatchEnd) else ()
+
+
+def resume_offsets(positions: dict[int, int], floors: dict[int, int]) -> dict[int, int]:
+    """Where a restarted replica must read from, per partition read: the first note still remembered, but never past
+    what was read (a note this replica wrote itself may sit beyond notes of other replicas not read yet)."""
+    return {p: min(position, floors.get(p, position)) for p, position in positions.items()}
 
 
 class SettleView:
@@ -46,7 +67,7 @@ class SettleView:
         self._thread.start()
 
     def __len__(self) -> int:
-        """Deliveries with notes remembered (a gauge of the facade's metrics)."""
+        """Ack and nack notes remembered (a gauge of the facade's metrics)."""
         with self._lock:
             return len(self._settlements)
 
@@ -54,10 +75,16 @@ class SettleView:
         with self._lock:
             return self._settlements.settled_by(key.partition, key.offset, issued_at_ms)
 
-    def observe(self, key: MarkerKey, note: Note, marker_offset: int) -> None:
-        """A note this replica has just written (acknowledged): known at once, before it is read back."""
+    def settled_by_all(self, deliveries: list[Delivery]) -> list[Action | None]:
+        """`settled_by` of each (partition, offset, issued_at_ms), under one lock."""
         with self._lock:
-            self._settlements.observe(key.partition, key.offset, note, marker_offset)
+            return [self._settlements.settled_by(*delivery) for delivery in deliveries]
+
+    def observe(self, partition: int, runs: tuple[Run, ...], note: Note, marker_offset: int) -> None:
+        """A note this replica has just written (acknowledged) on these offsets of `partition`: known at once,
+        before it is read back."""
+        with self._lock:
+            self._settlements.observe_runs(partition, runs, note, marker_offset)
 
     def close(self) -> None:
         self._stopping.set()
@@ -119,7 +146,9 @@ class SettleView:
             if note is not None and isinstance(key, bytes) and len(key) == _KEY_BYTES:
                 message = MarkerKey.decode(key)
                 if message.partition == partition:  # else not a marker (PROTOCOL.md): nobody acts on it
-                    self._settlements.observe(message.partition, message.offset, note, offset)
+                    runs = noted_runs(message.offset, record.value())
+                    if runs:
+                        self._settlements.observe_runs(partition, runs, note, offset)
 
     def _at_end(self, partition: int) -> None:
         self._not_at_end.discard(partition)
@@ -134,10 +163,9 @@ class SettleView:
 
     def _commit(self) -> None:
         with self._lock:
-            floors = {p: self._settlements.floor(p) for p in self._positions}
+            floors = self._settlements.floors()
             offsets = [
-                TopicPartition(self.topic, p, floor if floor is not None else self._positions[p])
-                for p, floor in floors.items()
+                TopicPartition(self.topic, p, floors.get(p, position)) for p, position in self._positions.items()
             ]
         if offsets:
             try:

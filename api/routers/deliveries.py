@@ -9,16 +9,17 @@ from fastapi import APIRouter
 
 from api.codec import to_received
 from api.deps import Authorized, Queue, State
-from api.models import ReceivedMessage, ReceiveRequest, ReceiveResponse
+from api.models import ReceiveRequest, ReceiveResponse
 from api.problems import BODY_ERRORS
 from api.receipts import Receipt, ReceiptSigner
+from api.responses import JsonBytes, ReceivedJson
 from kmq.message import Message
 
 router = APIRouter(prefix="/v1/queues/{queue}", tags=["deliveries"], dependencies=[Authorized])
 
 
-@router.post("/receive", responses=BODY_ERRORS)
-async def receive(queue: Queue, state: State, body: ReceiveRequest) -> ReceiveResponse:
+@router.post("/receive", response_model=ReceiveResponse, responses=BODY_ERRORS)
+async def receive(queue: Queue, state: State, body: ReceiveRequest) -> JsonBytes:
     """Up to `max_messages` messages, waiting up to `wait_ms` for the first.
 
     Each message must be settled (ack, nack or extend with its receipt) before `deadline_ms`, else the tracker
@@ -28,14 +29,12 @@ async def receive(queue: Queue, state: State, body: ReceiveRequest) -> ReceiveRe
     messages = await queue.receive(body.max_messages, body.wait_ms, body.visibility_timeout_ms)
     state.metrics.received.labels(queue.name).inc(len(messages))
     issued_at_ms = int(time.time() * 1000)
-    return ReceiveResponse(
-        messages=[_received(m, queue.name, state.signer, issued_at_ms, body) for m in messages],
-    )
+    return JsonBytes({"messages": [_received(m, queue.name, state.signer, issued_at_ms, body) for m in messages]})
 
 
 def _received(
     message: Message, queue: str, signer: ReceiptSigner, issued_at_ms: int, body: ReceiveRequest
-) -> ReceivedMessage:
+) -> ReceivedJson:
     # Any Kafka producer may set the count header; one that reads as a negative int32 counts as 0 (the receipt
     # holds it unsigned, and the nack backoff shifts by it).
     count = max(0, message.redelivery_count)

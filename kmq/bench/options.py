@@ -20,6 +20,7 @@ KMQ_CLIENTS = {KMQ: "kmq", KMQ_BATCH: "batch", WORKER: "kmq", JVM_KMQ: "kmq"}
 # librdkafka's mock cluster drops a partition's oldest data past 5 MiB (measured: value + ~40 bytes per record).
 MOCK_PARTITION_LIMIT_BYTES = 4 * 1024 * 1024
 RECORD_OVERHEAD_BYTES = 40
+WARM_UP_ROUND = -1  # the round number of a warm-up run (not counted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +30,8 @@ class BenchOptions:
     The broker is an embedded one of `backend` unless `bootstrap_servers` names a cluster. `tracker_pending` START
     markers feed the tracker contender; `http_messages` go through the REST facade in batches of `http_batch`.
     With `profile_dir`, each consumer run writes a pyinstrument profile of its measured window there (and runs
-    slower for it: profiles say where the time goes, not how fast).
+    slower for it: profiles say where the time goes, not how fast). With `warm_up`, every contender first runs once
+    unmeasured (round `WARM_UP_ROUND`): a broker started for the bench (a JVM) is slow until warm.
     """
 
     messages: int = 100_000
@@ -46,6 +48,7 @@ class BenchOptions:
     stall_timeout_ms: int = 60_000
     profile_dir: str | None = None  # pyinstrument profiles of the consumer runs' windows go here
     marker_format: str = "batch"  # of the tracker and http contenders (kmq and kmq-batch have their own)
+    warm_up: bool = True  # one unmeasured round of every contender before the measured ones
 
     def __post_init__(self) -> None:
         for name in ("messages", "partitions", "batch", "repeat", "tracker_pending", "http_messages", "http_batch"):

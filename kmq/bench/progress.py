@@ -7,6 +7,7 @@ from types import TracebackType
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from kmq.bench.options import WARM_UP_ROUND
 from kmq.bench.results import Run, headline
 
 
@@ -31,7 +32,7 @@ class RichDisplay:
         self._runs = self._progress.add_task("runs", total=total_runs)
 
     def run_started(self, contender: str, round_: int) -> None:
-        self._label = f"{contender} #{round_ + 1}"
+        self._label = f"{contender} warm-up (not counted)" if round_ == WARM_UP_ROUND else f"{contender} #{round_ + 1}"
         if self._current is not None:
             self._progress.remove_task(self._current)
         self._current = self._progress.add_task(self._label, total=None)

@@ -11,7 +11,7 @@ from kmq.bench.consumers import run_consumer
 from kmq.bench.display import Display, Silent
 from kmq.bench.external import run_http, run_tracker
 from kmq.bench.machine import machine
-from kmq.bench.options import CONSUMERS, HTTP, SHARE, TRACKER, BenchOptions
+from kmq.bench.options import CONSUMERS, HTTP, SHARE, TRACKER, WARM_UP_ROUND, BenchOptions
 from kmq.bench.protocol import SHARE_UNAVAILABLE
 from kmq.bench.results import Row, Run, rows
 from kmq.bench.targets import Target, targets
@@ -72,6 +72,10 @@ def _run_all(cluster: KafkaCluster, options: BenchOptions, display: Display) -> 
     runs: list[Run] = []
     display.begin(len(options.schedule))
     try:
+        # Warm-up, not counted: the same runs, once each, so that a cold broker's first round slows no contender.
+        for name in options.contenders if options.warm_up else ():
+            display.run_started(name, WARM_UP_ROUND)
+            _run_one(cluster, options, name, WARM_UP_ROUND, notes, display)
         for round_, name in options.schedule:
             display.run_started(name, round_)
             run = _run_one(cluster, options, name, round_, notes, display)

@@ -18,7 +18,8 @@ def print_report(report: BenchReport, console: Console) -> None:
     options = report.options
     console.print(
         f"kmq bench on {options.broker}: {options.messages:,} messages of {options.size} B, "
-        f"{options.partitions} partitions, batches of {options.batch}, medians of {options.repeat} alternating runs",
+        f"{options.partitions} partitions, batches of {options.batch}, medians of {options.repeat} alternating runs"
+        + (" after one warm-up round (not counted)" if options.warm_up else ""),
         highlight=False,
     )
     console.print(contenders_table(report.rows))

@@ -49,6 +49,9 @@ def bench(
     marker_format: Annotated[
         str, typer.Option("--marker-format", help="markers of the tracker and http contenders: kmq or batch")
     ] = "batch",
+    warm_up: Annotated[
+        bool, typer.Option(help="run every contender once, not counted, before the measured rounds (a cold broker)")
+    ] = _defaults.warm_up,
     profile_dir: Annotated[
         Path | None,
         typer.Option("--profile", help="pyinstrument profiles of the consumer runs go to this directory"),
@@ -78,6 +81,7 @@ def bench(
         http_messages=http_messages,
         profile_dir=None if profile_dir is None else str(_profile_dir(profile_dir)),
         marker_format=marker_format,
+        warm_up=warm_up,
     )
     with RichDisplay() as display:
         report = run_bench(options, display)

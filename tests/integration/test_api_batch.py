@@ -1,18 +1,24 @@
-"""The REST facade serving a queue with `marker_format="batch"`: receive writes BATCH STARTs, and the tracker
-redelivers what HTTP clients leave unacknowledged (acks stay per-receipt kmq ENDs, which end batch offsets too)."""
+"""The REST facade serving a queue with `marker_format="batch"`: receive writes BATCH STARTs, ack writes one BATCH
+END per partition and issue time (with the `kmq-receipt` note, so a receipt still settles once, at every replica and
+after restarts), and the tracker redelivers what HTTP clients leave unacknowledged."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from kmq.batch_markers import BatchStart, decode_batch_marker, is_batch_value, offsets_in
+from api.receipts import Receipt, ReceiptSigner
+from api.settlements import HEADER, Note
+from api.state import ApiState
+from kmq.batch_markers import BatchEnd, BatchStart, decode_batch_marker, is_batch_value, offsets_in
 from kmq.config import KmqConfig
 from kmq.markers import MarkerKey
-from tests.helpers import read_topic, wait_for
-from tests.integration.test_api_endpoints import AUTH, api_config, receive, send, settle
+from tests.helpers import Record, read_topic, wait_for
+from tests.integration.test_api_endpoints import AUTH, SECRET, api_config, receive, send, settle, url
 from tracker import TrackerConfig, TrackerService
 
 MakeConfig = Callable[..., KmqConfig]
@@ -44,3 +50,116 @@ def test_receive_writes_batch_starts_and_unacked_messages_come_back(make_config:
             assert tracker.metrics.value("kmq_redeliveries_total") == 3
     finally:
         tracker.stop()
+
+
+# -- ack: BATCH ENDs that keep "a receipt settles once" ------------------------------------------------------------
+
+PARTITIONS = 2
+
+
+@pytest.fixture
+def queue(make_config: MakeConfig) -> KmqConfig:
+    config: KmqConfig = make_config(partitions=PARTITIONS, marker_format="batch")
+    return config
+
+
+def batch_ends(queue: KmqConfig) -> list[tuple[Record, BatchEnd, Note | None]]:
+    """Every BATCH END on the markers topic, with its decoded note (None: none)."""
+    found = []
+    for record in read_topic(queue, queue.markers_topic, PARTITIONS):
+        if is_batch_value(record.value):
+            marker = decode_batch_marker(MarkerKey.decode(record.key).offset, record.value)
+            if isinstance(marker, BatchEnd):
+                notes = [Note.decode(value) for name, value in record.headers if name == HEADER]
+                found.append((record, marker, notes[0] if notes else None))
+    return found
+
+
+def conflict(http: TestClient, queue: KmqConfig, action: str, receipts: list[str], **body: Any) -> str:
+    response = http.post(url(queue, action), json={"receipts": receipts, **body})
+    assert response.status_code == 409, response.text
+    detail: str = response.json()["detail"]
+    return detail
+
+
+def issued_at(queue: KmqConfig, message: dict[str, Any]) -> int:
+    receipt = ReceiptSigner(SECRET.encode()).verify(message["receipt"], queue.queue_topic)
+    assert isinstance(receipt, Receipt)
+    return receipt.issued_at_ms
+
+
+def test_an_ack_writes_one_noted_batch_end_per_partition_and_receive(queue: KmqConfig) -> None:
+    with TestClient(create_app(api_config(queue)), headers=AUTH) as http:
+        send(http, queue, *(f"a{i}" for i in range(8)))
+        first = receive(http, queue, 8)
+        send(http, queue, *(f"b{i}" for i in range(6)))
+        second = receive(http, queue, 6)
+        # one request acks the receipts of two receives (two issue times), in no particular order
+        mixed = first[::2] + second + first[1::2]
+        results = settle(http, queue, "ack", [m["receipt"] for m in mixed])
+        assert [(r["status"], r["partition"], r["offset"]) for r in results] == [
+            ("ok", m["partition"], m["offset"]) for m in mixed
+        ]
+        ends = batch_ends(queue)
+    # one record per (partition, issue time), its note naming the deliveries of exactly its offsets
+    expected = {(m["partition"], issued_at(queue, m), m["offset"]) for m in mixed}
+    assert len(ends) == len({(partition, issued) for partition, issued, _ in expected})
+    covered = set()
+    for record, marker, note in ends:
+        assert note is not None
+        assert note.action == "ack"
+        covered |= {(record.partition, note.issued_at_ms, offset) for offset in offsets_in(marker.runs)}
+    assert covered == expected
+
+
+@pytest.mark.parametrize(("first", "first_body"), [("ack", {}), ("nack", {"delay_ms": 0})])
+def test_a_receipt_settles_once_whether_acked_in_a_batch_end_or_nacked(
+    queue: KmqConfig, first: str, first_body: dict[str, Any]
+) -> None:
+    with TestClient(create_app(api_config(queue)), headers=AUTH) as http:
+        send(http, queue, *(f"v{i}" for i in range(4)))
+        messages = receive(http, queue, 4)
+        assert {r["status"] for r in settle(http, queue, first, [m["receipt"] for m in messages], **first_body)} == {
+            "ok"
+        }
+        written = read_topic(queue, queue.markers_topic, PARTITIONS)
+        for message in messages:
+            for action, body in [("ack", {}), ("nack", {"delay_ms": 0}), ("extend", {"visibility_timeout_ms": 60_000})]:
+                assert f"already settled by {first}" in conflict(http, queue, action, [message["receipt"]], **body)
+        # nothing was written for the refused settles
+        assert len(read_topic(queue, queue.markers_topic, PARTITIONS)) == len(written)
+
+
+def test_an_extended_delivery_acked_in_a_batch_end_refuses_its_other_receipts(queue: KmqConfig) -> None:
+    with TestClient(create_app(api_config(queue)), headers=AUTH) as http:
+        send(http, queue, "slow", "fast")
+        slow, fast = receive(http, queue, 2)
+        [extended] = settle(http, queue, "extend", [slow["receipt"]], visibility_timeout_ms=60_000)
+        # the original receipt of the one and the extended receipt of the other, in one ack
+        assert [r["status"] for r in settle(http, queue, "ack", [fast["receipt"], extended["receipt"]])] == ["ok"] * 2
+        conflict(http, queue, "nack", [slow["receipt"]])
+        conflict(http, queue, "extend", [extended["receipt"]], visibility_timeout_ms=60_000)
+
+
+def test_batch_end_acks_survive_a_restart_and_are_shared_by_replicas(queue: KmqConfig) -> None:
+    # given deliveries acked with BATCH ENDs at one replica, which is then shut down
+    with TestClient(create_app(api_config(queue)), headers=AUTH) as first:
+        send(first, queue, *(f"r{i}" for i in range(6)))
+        messages = receive(first, queue, 6)
+        acked, others = messages[:3], messages[3:]
+        assert {r["status"] for r in settle(first, queue, "ack", [m["receipt"] for m in acked])} == {"ok"}
+    with (
+        TestClient(create_app(api_config(queue)), headers=AUTH) as restarted,
+        TestClient(create_app(api_config(queue)), headers=AUTH) as replica,
+    ):
+        # then a restarted replica refuses to settle any of them again (it decoded the BATCH ENDs' runs)
+        for message in acked:
+            assert "already settled by ack" in conflict(restarted, queue, "nack", [message["receipt"]], delay_ms=0)
+        # and what one running replica acks, the other refuses once it has read the BATCH ENDs
+        assert {r["status"] for r in settle(restarted, queue, "ack", [m["receipt"] for m in others])} == {"ok"}
+        state: ApiState = replica.app_state["kmq"]
+        view = state.queues[queue.queue_topic].settled
+        keys = [(MarkerKey(m["partition"], m["offset"]), issued_at(queue, m)) for m in others]
+        wait_for(lambda: all(view.settled_by(k, t) == "ack" for k, t in keys), what="the replica to read the acks")
+        for message in others:
+            conflict(replica, queue, "extend", [message["receipt"]], visibility_timeout_ms=60_000)

@@ -13,8 +13,9 @@ from pydantic import SecretStr
 
 from api.app import create_app
 from api.config import ApiConfig
+from kmq.batch_markers import BatchEnd
 from kmq.config import KmqConfig
-from kmq.markers import EndMarker, MarkerKey
+from kmq.markers import MarkerKey
 from tests.helpers import read_topic, wait_for
 from tracker.config import TrackerConfig
 from tracker.service import TrackerService
@@ -59,10 +60,11 @@ def test_a_receipt_issued_by_one_replica_is_acked_through_another(queue: KmqConf
         [message] = receive(first, queue, 1)
         assert statuses(stranger, queue, "ack", [message["receipt"]]) == ["invalid"]
         assert statuses(second, queue, "ack", [message["receipt"]]) == ["ok"]
+    # one END for it, written by the second replica: a BATCH END of its one offset (batch markers, the default)
     key = MarkerKey(message["partition"], message["offset"]).encode()
     markers = [r.value for r in read_topic(queue, queue.markers_topic, 2) if r.key == key]
-    assert markers[-1] == EndMarker().encode()
-    assert markers.count(EndMarker().encode()) == 1
+    assert markers[-1] == BatchEnd(((message["offset"], 1),)).encode()
+    assert markers.count(markers[-1]) == 1
 
 
 def test_a_replica_without_receivers_leaves_the_group_to_the_others(

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from api.codec import UndecodableError, to_payload, to_received
-from api.models import OutgoingMessage
+from api.models import OutgoingMessage, ReceivedMessage
 from kmq import headers as h
 from kmq.message import Message
 
@@ -59,7 +59,7 @@ def test_reserved_or_empty_header_names_are_refused(name: str) -> None:
 
 def test_a_received_text_message_stays_text_without_kmq_headers() -> None:
     headers: h.Headers = [("trace", b"t1"), (h.REDELIVERY_COUNT, h.encode_count(2))]
-    received = to_received(_message(b"hello", b"k", headers), "R", "utf-8")
+    received = ReceivedMessage(**to_received(_message(b"hello", b"k", headers), "R", "utf-8"))
     assert (received.value, received.key, received.headers) == ("hello", "k", {"trace": "t1"})
     assert received.encoding == "utf-8"
     assert (received.partition, received.offset, received.redelivery_count, received.deadline_ms) == (1, 7, 2, 31_000)
@@ -71,7 +71,7 @@ def test_a_received_text_message_stays_text_without_kmq_headers() -> None:
     [_message(b"\xff"), _message(b"ok", b"\xfe"), _message(b"ok", None, [("bin", b"\x80")])],
 )
 def test_any_non_utf8_part_turns_the_whole_message_base64(message: Message) -> None:
-    received = to_received(message, "R", "utf-8")
+    received = ReceivedMessage(**to_received(message, "R", "utf-8"))
     assert received.encoding == "base64"
     assert received.value is not None
     assert base64.b64decode(received.value) == message.value
@@ -79,7 +79,7 @@ def test_any_non_utf8_part_turns_the_whole_message_base64(message: Message) -> N
 
 @given(st.binary(), st.one_of(st.none(), st.binary()), st.sampled_from(["utf-8", "base64"]))
 def test_what_is_received_decodes_back_to_the_same_bytes(value: bytes, key: bytes | None, preferred: str) -> None:
-    received = to_received(_message(value, key, [("h", b"\x00x")]), "R", preferred)  # type: ignore[arg-type]
+    received = ReceivedMessage(**to_received(_message(value, key, [("h", b"\x00x")]), "R", preferred))  # type: ignore[arg-type]
     echoed = OutgoingMessage(
         value=received.value, key=received.key, headers=received.headers, encoding=received.encoding
     )

@@ -5,7 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from api.settle_view import resume_offsets
 from api.settlements import RETAIN_MS, Note, Settlements
+from kmq.batch_markers import runs_of
 
 
 @given(st.sampled_from(["ack", "nack", "extend"]), st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1))
@@ -42,12 +44,58 @@ def test_a_delivery_is_remembered_until_its_latest_deadline_has_passed() -> None
     assert len(settlements) == 0
 
 
-def test_the_floor_is_the_first_marker_of_a_remembered_delivery_per_partition() -> None:
+def test_the_floor_is_the_first_marker_of_a_remembered_receive_per_partition() -> None:
     settlements = Settlements()
-    assert settlements.floor(0) is None
+    assert settlements.floors() == {}
+    settlements.observe(0, 5, Note("ack", 100, 1_000), marker_offset=9)
+    settlements.observe(0, 6, Note("extend", 200, 9_000), marker_offset=12)  # another receive's delivery
+    settlements.observe(1, 5, Note("ack", 100, 1_000), marker_offset=3)
+    assert settlements.floors() == {0: 9, 1: 3}
+    settlements.prune(now_ms=1_001 + RETAIN_MS)
+    assert settlements.floors() == {0: 12}
+
+
+def test_the_deliveries_of_one_receive_are_remembered_together_until_the_latest_note() -> None:
+    # given two deliveries of one receive (issue time 100), one acked, the other extended to a later deadline
+    settlements = Settlements()
     settlements.observe(0, 5, Note("ack", 100, 1_000), marker_offset=9)
     settlements.observe(0, 6, Note("extend", 100, 9_000), marker_offset=12)
-    settlements.observe(1, 5, Note("ack", 100, 1_000), marker_offset=3)
-    assert (settlements.floor(0), settlements.floor(1)) == (9, 3)
-    settlements.prune(now_ms=1_001 + RETAIN_MS)
-    assert (settlements.floor(0), settlements.floor(1)) == (12, None)
+    # then the ack is remembered as long as the extended delivery (the floor too): never shorter than its own
+    assert settlements.prune(now_ms=1_001 + RETAIN_MS) == 0
+    assert settlements.settled_by(0, 5, 100) == "ack"
+    assert settlements.floors() == {0: 9}
+    assert settlements.prune(now_ms=9_001 + RETAIN_MS) == 1
+    assert settlements.settled_by(0, 5, 100) is None
+
+
+def test_a_batch_end_note_settles_exactly_the_offsets_of_its_runs() -> None:
+    settlements = Settlements()
+    runs = ((10, 3), (20, 1), (30, 5))  # 10-12, 20, 30-34
+    settlements.observe_runs(2, runs, Note("ack", 100, 1_000), marker_offset=40)
+    settled = [offset for offset in range(0, 40) if settlements.settled_by(2, offset, 100) == "ack"]
+    assert settled == [10, 11, 12, 20, 30, 31, 32, 33, 34]
+    assert settlements.settled_by(2, 11, 101) is None  # another receive
+    assert settlements.settled_by(1, 11, 100) is None  # another partition
+    settlements.observe_runs(2, runs, Note("ack", 100, 1_000), marker_offset=40)  # the same note, read back
+    assert len(settlements) == 1
+
+
+def test_the_earliest_note_says_how_a_delivery_was_settled_across_single_and_batch_notes() -> None:
+    settlements = Settlements()
+    settlements.observe(0, 11, Note("nack", 100, 1_000), marker_offset=50)
+    settlements.observe_runs(0, ((10, 5),), Note("ack", 100, 1_000), marker_offset=40)
+    assert settlements.settled_by(0, 11, 100) == "ack"  # written before the nack (two replicas racing)
+    settlements.observe(0, 13, Note("nack", 100, 1_000), marker_offset=30)
+    assert settlements.settled_by(0, 13, 100) == "nack"
+
+
+@given(st.sets(st.integers(0, 500), min_size=1, max_size=60), st.integers(0, 520))
+def test_runs_cover_exactly_their_offsets(offsets: set[int], probe: int) -> None:
+    settlements = Settlements()
+    settlements.observe_runs(0, runs_of(offsets), Note("ack", 1, 2), marker_offset=0)
+    assert (settlements.settled_by(0, probe, 1) == "ack") == (probe in offsets)
+
+
+def test_a_replica_resumes_at_its_first_remembered_note_never_past_what_it_read() -> None:
+    # partition 0: notes remembered from 9; partition 1: none; partition 2: its own note at 150, read only to 100
+    assert resume_offsets({0: 20, 1: 7, 2: 100}, {0: 9, 2: 150}) == {0: 9, 1: 7, 2: 100}

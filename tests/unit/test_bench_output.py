@@ -40,6 +40,7 @@ def test_the_table_shows_every_contender_ratio_and_target() -> None:
     for expected in ("plain", "800,000 msgs/s", "0.12", "tansu has no share groups", "ack latency", "30.00"):
         assert expected in text
     assert "kmq ÷ plain throughput" in text and "missed" in text and "not measured" in text
+    assert "after one warm-up round (not counted)" in text  # the reader learns the first round was discarded
 
 
 def test_the_json_file_has_every_figure_and_null_for_what_was_not_measured(tmp_path: Path) -> None:

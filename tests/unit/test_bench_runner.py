@@ -8,7 +8,7 @@ import pytest
 
 from kmq.bench import runner
 from kmq.bench.display import Silent
-from kmq.bench.options import HTTP, KMQ, PLAIN, SHARE, BenchOptions
+from kmq.bench.options import HTTP, KMQ, PLAIN, SHARE, WARM_UP_ROUND, BenchOptions
 from kmq.bench.protocol import SHARE_UNAVAILABLE
 from kmq.errors import BenchError
 
@@ -33,7 +33,7 @@ def fake_measure(failures: dict[str, str]) -> Any:
 def test_a_cluster_without_share_groups_skips_share_once_and_measures_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
     measure = fake_measure({SHARE: f"share worker: ERROR BenchError: {SHARE_UNAVAILABLE}: no record came back"})
     monkeypatch.setattr(runner, "_measure", measure)
-    options = BenchOptions(contenders=(PLAIN, KMQ, SHARE), repeat=2)
+    options = BenchOptions(contenders=(PLAIN, KMQ, SHARE), repeat=2, warm_up=False)
 
     runs, notes = runner._run_all(FakeCluster(), options, Silent())  # type: ignore[arg-type]
 
@@ -58,7 +58,22 @@ def test_contenders_a_broker_cannot_host_are_skipped_with_the_reason(monkeypatch
     mock = FakeCluster()
     mock.backend = "mock"
 
-    runs, notes = runner._run_all(mock, BenchOptions(contenders=(PLAIN, HTTP), repeat=1), Silent())  # type: ignore[arg-type]
+    runs, notes = runner._run_all(mock, BenchOptions(contenders=(PLAIN, HTTP), repeat=1, warm_up=False), Silent())  # type: ignore[arg-type]
 
     assert measure.calls == [(PLAIN, 0)]
     assert runs[1].skipped == notes[HTTP] and "CreateTopics" in notes[HTTP]
+
+
+def test_every_contender_warms_up_once_before_the_measured_rounds_and_is_not_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    measure = fake_measure({SHARE: f"share worker: ERROR BenchError: {SHARE_UNAVAILABLE}: no record came back"})
+    monkeypatch.setattr(runner, "_measure", measure)
+    options = BenchOptions(contenders=(PLAIN, KMQ, SHARE), repeat=2)
+
+    runs, notes = runner._run_all(FakeCluster(), options, Silent())  # type: ignore[arg-type]
+
+    warm_up = [(PLAIN, WARM_UP_ROUND), (KMQ, WARM_UP_ROUND), (SHARE, WARM_UP_ROUND)]
+    assert measure.calls == [*warm_up, (PLAIN, 0), (KMQ, 0), (PLAIN, 1), (KMQ, 1)]  # share: unavailable, found once
+    assert [(r.round, r.contender) for r in runs] == options.schedule  # the warm-up is in no run, no median
+    assert SHARE_UNAVAILABLE in notes[SHARE]
