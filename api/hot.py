@@ -7,8 +7,7 @@ would run the endpoint: the queue is served, the bearer key is accepted (the sam
 the body is `application/json` and validates as the route's model. It then calls the same endpoint function, and
 turns the exceptions it raises into answers with the app's own exception handlers. Anything else - a refused key, an
 unknown queue, a body that does not parse or validate, another content type - goes to FastAPI unchanged (with the
-body replayed), so every error answer and the OpenAPI schema are FastAPI's own; so do all requests while FastAPI's
-native OpenTelemetry is on (its spans name the route its router matched).
+body replayed), so every error answer and the OpenAPI schema are FastAPI's own.
 """
 
 from __future__ import annotations
@@ -73,8 +72,6 @@ def _target(scope: Scope) -> tuple[ServedQueue, ApiState, tuple[type[BaseModel],
     """The queue, state and route of a request the fast lane may serve, or None (FastAPI serves it)."""
     if scope["type"] != "http" or scope["method"] != "POST" or scope.get("root_path"):
         return None
-    if scope.get("fastapi.telemetry") is not None:
-        return None  # FastAPI's OpenTelemetry is on: its spans and metrics name the route its router matched
     match = _PATH.fullmatch(scope["path"])
     state: ApiState | None = scope.get("state", {}).get("kmq") if match else None
     if match is None or state is None or state.closing:
@@ -130,8 +127,6 @@ def _handler_for(scope: Scope, error: Exception) -> Callable[[Request, Exception
     """The app's handler for `error`, looked up along its class hierarchy as Starlette's ExceptionMiddleware does."""
     handlers = scope["app"].exception_handlers
     for kind in type(error).__mro__:
-        if kind is Exception:
-            return None  # Starlette gives a handler of Exception itself to the server-error middleware, outside
         if kind in handlers:
             handler: Callable[[Request, Exception], Awaitable[Response]] = handlers[kind]
             return handler
