@@ -13,7 +13,6 @@ from fastapi import FastAPI
 
 from api import problems
 from api.config import ApiConfig
-from api.hot import HotRoutes
 from api.limits import BodyLimitMiddleware
 from api.metrics import ApiMetrics
 from api.routers import deliveries, dlq, health, messages, queues, receipts
@@ -54,6 +53,5 @@ def create_app(config: ApiConfig, metrics: ApiMetrics | None = None) -> FastAPI:
     for module in (messages, deliveries, receipts, queues, dlq, health):
         app.include_router(module.router)
     problems.install(app)
-    app.add_middleware(HotRoutes)  # inside the body limit: it sees only bodies within the limit
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=config.max_body_bytes)
     return app

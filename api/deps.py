@@ -8,7 +8,6 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from api.config import ApiConfig
 from api.served import ServedQueue
 from api.state import ApiState
 
@@ -37,7 +36,13 @@ async def require_api_key(
     state: State, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> None:
     """401 unless the request carries `Authorization: Bearer <key>` with a configured key (or access is open)."""
-    if not key_accepted(state.config, credentials.credentials.encode() if credentials is not None else None):
+    keys = state.config.api_keys
+    if not keys and state.config.allow_anonymous:
+        return
+    offered = credentials.credentials.encode() if credentials is not None else b""
+    # Compare against every key, in constant time, so timing tells nothing about which key nearly matched.
+    matched = [hmac.compare_digest(offered, key.get_secret_value().encode()) for key in keys]
+    if credentials is None or not any(matched):
         raise HTTPException(
             status.HTTP_401_UNAUTHORIZED,
             "missing or unknown API key (send `Authorization: Bearer <key>`)",
@@ -46,13 +51,3 @@ async def require_api_key(
 
 
 Authorized = Depends(require_api_key)
-
-
-def key_accepted(config: ApiConfig, offered: bytes | None) -> bool:
-    """Is `offered` (the bearer token, None without one) a configured API key, or is access open?"""
-    keys = config.api_keys
-    if not keys and config.allow_anonymous:
-        return True
-    # Compare against every key, in constant time, so timing tells nothing about which key nearly matched.
-    matched = [hmac.compare_digest(offered or b"", key.get_secret_value().encode()) for key in keys]
-    return offered is not None and any(matched)

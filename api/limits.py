@@ -32,7 +32,7 @@ class BodyLimitMiddleware:
                 return
             if message["type"] != "http.request" or not message.get("more_body", False):
                 break
-        await self.app(scope, replay(messages, receive), send)
+        await self.app(scope, _replay(messages, receive), send)
 
     @staticmethod
     def _declared_length(scope: Scope) -> int:
@@ -48,7 +48,7 @@ class BodyLimitMiddleware:
         await send({"type": "http.response.body", "body": body})
 
 
-def replay(messages: list[Message], receive: Receive) -> Receive:
+def _replay(messages: list[Message], receive: Receive) -> Receive:
     """The buffered messages first, then the real channel (for the disconnect that follows)."""
     pending = list(messages)
 
