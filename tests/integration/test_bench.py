@@ -64,6 +64,7 @@ def test_plain_kmq_and_share_alternate_and_each_run_is_measured(tmp_path: Path, 
     assert rows["plain"]["ratio_to_plain"] == 1.0
     assert rows["kmq"]["ratio_to_plain"] > 0
     assert "kmq ÷ plain throughput" in out and "batch overhead" in out
+    assert data["options"]["warm_up"] and "after one warm-up round (not counted)" in out  # the default
 
 
 def test_tracker_and_rest_facade_benchmarks_run_beside_the_plain_consumer_and_the_plot_is_drawn(
@@ -73,6 +74,7 @@ def test_tracker_and_rest_facade_benchmarks_run_beside_the_plain_consumer_and_th
     data, out = bench(
         tmp_path,
         *("--backend", "tansu", "--contenders", "plain,share,tracker,http", "--repeat", "1", "--messages", "1000"),
+        "--no-warm-up",
         *("--tracker-pending", "20000", "--http-messages", "400", "--plot", str(plot)),
     )
 
@@ -93,7 +95,7 @@ def test_tracker_and_rest_facade_benchmarks_run_beside_the_plain_consumer_and_th
 
 def test_the_worker_contender_is_measured_against_the_bare_client_in_the_same_rounds(tmp_path: Path) -> None:
     # `--contenders worker` alone: kmq is measured beside it, so the ratio has its baseline
-    data, out = bench(tmp_path, "--backend", "mock", "--contenders", "worker", "--messages", "2000", "--repeat", "1")
+    data, out = bench(tmp_path, "--backend", "mock", "--contenders", "worker", "--messages", "2000", "--repeat", "1", "--no-warm-up")
     assert [r["contender"] for r in data["runs"]] == ["kmq", "worker"]
     worker = data["runs"][1]["figures"]
     assert worker["messages"] == 2000 and worker["msgs_per_s"] > 0
