@@ -95,7 +95,9 @@ def test_tracker_and_rest_facade_benchmarks_run_beside_the_plain_consumer_and_th
 
 def test_the_worker_contender_is_measured_against_the_bare_client_in_the_same_rounds(tmp_path: Path) -> None:
     # `--contenders worker` alone: kmq is measured beside it, so the ratio has its baseline
-    data, out = bench(tmp_path, "--backend", "mock", "--contenders", "worker", "--messages", "2000", "--repeat", "1", "--no-warm-up")
+    data, out = bench(
+        tmp_path, "--backend", "mock", "--contenders", "worker", "--messages", "2000", "--repeat", "1", "--no-warm-up"
+    )
     assert [r["contender"] for r in data["runs"]] == ["kmq", "worker"]
     worker = data["runs"][1]["figures"]
     assert worker["messages"] == 2000 and worker["msgs_per_s"] > 0
