@@ -84,7 +84,14 @@ def test_a_broker_restart_mid_stream_loses_nothing(restartable: EmbeddedKafka, m
         restartable.start()
         print(f"broker down for {time.monotonic() - down_at:.1f} s; worker errors meanwhile: {len(worker.errors)}")
         # then every message is processed, redelivered ones included, and the tracker kept going
-        wait_for(lambda: worker.processed >= expected, 120, interval_s=0.2, what="every message processed")
+        try:
+            wait_for(lambda: worker.processed >= expected, 120, interval_s=0.2, what="every message processed")
+        except AssertionError as e:
+            missing = sorted(expected - worker.processed)
+            raise AssertionError(
+                f"{e}: {len(missing)} missing, e.g. {missing[:5]}; worker errors {worker.errors[-5:]}; "
+                f"tracker alive {tracker.alive()}"
+            ) from e
         assert tracker.alive(), "the tracker kept going through the restart"
         _stop(worker)
         # and the REST facade works on the restarted broker (with the worker gone, its receiver gets every partition)
