@@ -75,7 +75,14 @@ class QueueReader:
 
     def warm_up(self) -> None:
         """Connect, and learn the queue's partition leaders (raises KafkaException when no broker answers)."""
-        self._consumer.list_topics(self._topic, timeout=self._timeout_s)
+        self.partitions()
+
+    def partitions(self) -> set[int]:
+        """The queue's partitions, asked of the cluster now: this also refreshes what the consumer knows of them (a
+        partition added since its last metadata refresh cannot be read before; raises KafkaException when no
+        broker answers)."""
+        topic = self._consumer.list_topics(self._topic, timeout=self._timeout_s).topics.get(self._topic)
+        return set(topic.partitions) if topic is not None and topic.error is None else set()
 
     def close(self) -> None:
         self._consumer.close()

@@ -64,9 +64,11 @@ class Redeliverer:
         self._undeliverable = UndeliverableWriter(config.kmq, self._producer, self._write_timeout_s)
         self._end_failures: list[str] = []
         self._fatal: KafkaError | None = None
+        self._known: set[int] = set()  # queue partitions the reader's and the producer's metadata know
 
     def redeliver(self, partition: int, offsets: Sequence[int]) -> Redelivered:
         self._raise_if_fatal()
+        self._learn(partition)
         outcome = Redelivered()
         read = self._reader.read(partition, offsets)
         outcome.missing.extend(read.missing)
@@ -93,12 +95,28 @@ class Redeliverer:
     def warm_up(self) -> None:
         """Connect the reader and the producer and learn the queue's partition leaders, so that the first pass does
         not pay for it."""
-        timeout_s = self._config.read_timeout_ms / 1000
         try:
-            self._reader.warm_up()
-            self._producer.list_topics(self._kmq.queue_topic, timeout=timeout_s)
+            self._refresh()
         except KafkaException as e:
             _log.warning("redelivery worker could not reach the cluster yet (its first pass will retry): %s", e)
+
+    def _learn(self, partition: int) -> None:
+        """Make the reader and the producer know `partition` before a pass over it. One added while they ran (`kmq
+        topics grow`) stays unknown to librdkafka until its next metadata refresh (topic.metadata.refresh.interval.ms,
+        5 minutes by default): until then its reads time out and its copies and ENDs are refused."""
+        if partition in self._known:
+            return
+        try:
+            self._refresh()
+        except KafkaException as e:  # the pass goes on: its reads or writes fail, and it is retried
+            _log.warning("refreshing the metadata of %s failed: %s", self._kmq.queue_topic, e)
+
+    def _refresh(self) -> None:
+        timeout_s = self._config.read_timeout_ms / 1000
+        known = self._reader.partitions()
+        for topic in (self._kmq.queue_topic, self._kmq.markers_topic):
+            self._producer.list_topics(topic, timeout=timeout_s)
+        self._known = known
 
     def poll(self) -> list[str]:
         """Serve delivery reports; returns the END writes that failed since the last call.
