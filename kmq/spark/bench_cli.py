@@ -65,7 +65,7 @@ def print_spark_report(result: SparkBenchResult, broker: str, messages: int, con
             status = "met" if ratio >= TARGET_RATIO else "missed"
             rounds = ", ".join(f"{r:.2f}" for r in result.round_ratios(kind))
             console.print(
-                f"spark-kmq ÷ spark-kafka, {_TITLES[kind]}: {ratio:.2f} (rounds: {rounds}; "
+                f"spark-kmq ÷ spark-kafka, {_TITLES[kind]}: {ratio:.3f} (rounds: {rounds}; "
                 f"target ≥ {TARGET_RATIO}: {status})"
             )
 
