@@ -25,6 +25,8 @@ class SparkRun:
     batches: int  # micro-batches that read rows
     steady_rows: int  # rows of the micro-batches after the first
     steady_ms: int  # their batch durations, summed
+    batch_ms: tuple[int, ...] = ()  # each micro-batch's duration, in order (the JSON's detail)
+    add_batch_ms: tuple[int, ...] = ()  # of which running its tasks into the sink (durationMs.addBatch)
 
     def rate(self, kind: Kind) -> float:
         """Rows/s; NaN where there is nothing to divide (one micro-batch, no steady state)."""
@@ -43,6 +45,8 @@ def run_from_progress(progress: Iterable[Mapping[str, Any]], elapsed_ms: int) ->
         batches=len(batches),
         steady_rows=sum(int(event["numInputRows"]) for event in later),
         steady_ms=sum(int(event["batchDuration"]) for event in later),
+        batch_ms=tuple(int(event["batchDuration"]) for event in batches),
+        add_batch_ms=tuple(int(event.get("durationMs", {}).get("addBatch", 0)) for event in batches),
     )
 
 

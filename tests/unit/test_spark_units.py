@@ -200,6 +200,7 @@ def test_the_steady_state_counts_the_micro_batches_after_the_first_that_read_row
     ]
     run = run_from_progress(progress, elapsed_ms=2_000)
     assert (run.rows, run.batches, run.steady_rows, run.steady_ms) == (500, 3, 300, 150)
+    assert run.batch_ms == (900, 100, 50)  # in batch order, as the JSON lists them
     assert run.rate("end_to_end") == 250.0
     assert run.rate("steady") == 2_000.0
     one_batch = run_from_progress(progress[1:2], elapsed_ms=1_000)
