@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kmq.errors import ConfigError
 
@@ -50,6 +49,10 @@ def env_names(model: type[BaseModel]) -> list[str]:
 
 def read_env(model: type[BaseModel]) -> dict[str, Any]:
     """The fields of `model` that are set in the environment, parsed (dicts as JSON); unset ones are left out."""
+    # Imported here, at the entry points that read the environment: every process that only builds a config from
+    # values (a Python worker Spark spawns, a child process) is spared pydantic-settings' ~20-30 ms of imports.
+    from pydantic_settings import BaseSettings, SettingsConfigDict
+
     annotations = {name: info.annotation | None for name, info in model.model_fields.items()}  # type: ignore[operator]  # annotations are types
     settings_cls = type(
         f"_{model.__name__}Env",

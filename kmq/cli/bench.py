@@ -66,7 +66,9 @@ def bench(
 
         bootstrap = bootstrap_servers or os.environ.get("KMQ_BOOTSTRAP_SERVERS") or None
         chosen = resolve_backend(backend) if bootstrap is None else (backend or "kafka")
-        run_spark_contenders(_contenders(contenders), chosen, bootstrap, messages, partitions, size, repeat)
+        command = "kmq " + shlex.join(sys.argv[1:])
+        names = _contenders(contenders)
+        run_spark_contenders(names, chosen, bootstrap, messages, partitions, size, repeat, json_file, command)
         return
     options = BenchOptions(
         messages=messages,

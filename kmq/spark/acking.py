@@ -21,7 +21,7 @@ from kmq.markers import MarkerKey
 from kmq.spark.ack_ends import OkOffsets
 from kmq.spark.clients import discard, marker_producer
 from kmq.spark.fetching import fetch_messages
-from kmq.spark.sending import headers as to_headers
+from kmq.spark.values import headers as to_headers
 
 STATUSES = ("ok", "retry", "reject")
 ACK_COLUMNS = ("partition", "offset", "status")

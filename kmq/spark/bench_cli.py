@@ -1,9 +1,14 @@
-"""The Spark contenders of `kmq bench` (spark-kafka, spark-kmq): run on the broker the options name, print the table."""
+"""The Spark contenders of `kmq bench` (spark-kafka, spark-kmq): run on the broker the options name, print the table
+and, with --json, write every run's figures."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import uuid
+from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -13,14 +18,16 @@ from kmq.bench.runner import open_cluster
 from kmq.config import KmqConfig
 from kmq.embedded import KafkaCluster
 from kmq.errors import ConfigError
-from kmq.spark.bench import SPARK_KAFKA, SPARK_KMQ, SparkBenchResult, run_spark_bench
+from kmq.spark.bench import ROWS_PER_BATCH, ROWS_PER_TASK, SPARK_KAFKA, SPARK_KMQ, SparkBenchResult, run_spark_bench
+from kmq.spark.bench_figures import KINDS, Kind
 
 TARGET_RATIO = 0.8
+_TITLES: dict[Kind, str] = {"end_to_end": "end to end from start()", "steady": "steady state (batches after the first)"}
 
 
 def run_spark_contenders(
     contenders: tuple[str, ...], backend: str, bootstrap_servers: str | None, messages: int, partitions: int,
-    size: int, repeat: int,
+    size: int, repeat: int, json_file: Path | None = None, command: str = "",
 ) -> None:  # fmt: skip
     """`kmq bench --contenders spark-kafka,spark-kmq`: on the cluster the options name, or an embedded broker."""
     unknown = [name for name in contenders if name not in (SPARK_KAFKA, SPARK_KMQ)]
@@ -30,6 +37,10 @@ def run_spark_contenders(
         result = bench_spark(cluster, contenders, messages, partitions, size, repeat)
         broker = bootstrap_servers or f"embedded {backend}"
     print_spark_report(result, broker, messages, Console(highlight=False))
+    if json_file is not None:
+        options = {"messages": messages, "partitions": partitions, "size": size, "repeat": repeat, "broker": broker,
+                   "rows_per_batch": ROWS_PER_BATCH, "rows_per_task": ROWS_PER_TASK}  # fmt: skip
+        json_file.write_text(json.dumps(spark_report_dict(result, command, options), indent=2) + "\n", encoding="utf-8")
 
 
 def bench_spark(cluster: KafkaCluster, contenders: tuple[str, ...], messages: int, partitions: int, size: int,
@@ -39,18 +50,48 @@ def bench_spark(cluster: KafkaCluster, contenders: tuple[str, ...], messages: in
 
 
 def print_spark_report(result: SparkBenchResult, broker: str, messages: int, console: Console) -> None:
-    table = Table(title=f"Spark, {messages:,} rows per run, on {broker}")
-    table.add_column("contender")
-    table.add_column("rows/s (median)", justify="right")
-    table.add_column("each round", justify="right")
-    for name in (SPARK_KAFKA, SPARK_KMQ):
-        if result.rates.get(name):
-            rates = ", ".join(f"{rate:,.0f}" for rate in result.rates[name])
-            table.add_row(name, f"{result.median(name):,.0f}", rates)
-    console.print(table)
-    if not math.isnan(result.ratio):
-        status = "met" if result.ratio >= TARGET_RATIO else "missed"
-        rounds = ", ".join(f"{ratio:.2f}" for ratio in result.round_ratios)
-        console.print(
-            f"spark-kmq ÷ spark-kafka: {result.ratio:.2f} (rounds: {rounds}; target ≥ {TARGET_RATIO}: {status})"
-        )
+    for kind in KINDS:
+        table = Table(title=f"Spark, {messages:,} rows per run, on {broker}: rows/s {_TITLES[kind]}")
+        table.add_column("contender")
+        table.add_column("rows/s (median)", justify="right")
+        table.add_column("each round", justify="right")
+        for name in (SPARK_KAFKA, SPARK_KMQ):
+            if result.runs.get(name):
+                rates = ", ".join(_rate(rate) for rate in result.rates(name, kind))
+                table.add_row(name, _rate(result.median(name, kind)), rates)
+        console.print(table)
+        ratio = result.ratio(kind)
+        if not math.isnan(ratio):
+            status = "met" if ratio >= TARGET_RATIO else "missed"
+            rounds = ", ".join(f"{r:.2f}" for r in result.round_ratios(kind))
+            console.print(
+                f"spark-kmq ÷ spark-kafka, {_TITLES[kind]}: {ratio:.3f} (rounds: {rounds}; "
+                f"target ≥ {TARGET_RATIO}: {status})"
+            )
+
+
+def spark_report_dict(result: SparkBenchResult, command: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Every run's figures, the medians and both ratios per round; NaN (not measured) becomes null."""
+    data = {
+        "command": command,
+        "options": options,
+        "runs": {name: [dataclasses.asdict(run) for run in runs] for name, runs in result.runs.items()},
+        "rates": {name: {kind: result.rates(name, kind) for kind in KINDS} for name in result.runs},
+        "ratios": {kind: {"median": result.ratio(kind), "rounds": result.round_ratios(kind)} for kind in KINDS},
+        "target": TARGET_RATIO,
+    }
+    return {key: _no_nan(value) for key, value in data.items()}
+
+
+def _no_nan(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_nan(v) for v in value]
+    return value
+
+
+def _rate(rate: float) -> str:
+    return "-" if math.isnan(rate) else f"{rate:,.0f}"

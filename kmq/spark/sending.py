@@ -7,8 +7,8 @@ from typing import Any
 
 from kmq.config import KmqConfig
 from kmq.errors import ConfigError
-from kmq.headers import Headers
 from kmq.producer import KmqProducer, OutgoingMessage
+from kmq.spark.values import headers, to_bytes
 
 
 def send_rows(config: KmqConfig, rows: Iterable[Any], timeout_s: float = 60.0) -> int:
@@ -26,18 +26,5 @@ def send_rows(config: KmqConfig, rows: Iterable[Any], timeout_s: float = 60.0) -
 def to_message(fields: dict[str, Any]) -> OutgoingMessage:
     if "value" not in fields:
         raise ConfigError("value", "df.write.format('kmq') needs a binary or string column named value")
-    return OutgoingMessage(_bytes(fields["value"]), _bytes(fields.get("key")), headers(fields.get("headers")),
+    return OutgoingMessage(to_bytes(fields["value"]), to_bytes(fields.get("key")), headers(fields.get("headers")),
                            fields.get("partition"))  # fmt: skip
-
-
-def headers(raw: Any) -> Headers:
-    """Spark's array<struct<key, value>> as kmq headers."""
-    return [(str(pair["key"]), _bytes(pair["value"])) for pair in raw or ()]
-
-
-def _bytes(value: Any) -> bytes | None:
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, bytearray | memoryview):
-        return bytes(value)
-    return str(value).encode()

@@ -1,9 +1,13 @@
-"""`format("kmq")`: the queue as a streaming source with START markers, a batch source, and a batch sink."""
+"""`format("kmq")`: the queue as a streaming source with START markers, a batch source, and a batch sink.
+
+Spark unpickles the reader in every Python process it spawns for this source (the driver's offset runner, each
+executor's worker), and importing this module is part of every query's start-up: what only the driver's offsets
+(`positions`, the admin client), the batch reader or the sink use is imported where it is used."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -17,13 +21,13 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 from pyspark.sql.types import StructType
 
-from kmq.admin import topic_partitions
 from kmq.spark.offsets import OffsetRange, SourceOffset, from_offset, limit_end, split, to_offset
 from kmq.spark.options import SourceOptions
-from kmq.spark.positions import QueuePositions
 from kmq.spark.reading import read_range, read_to_end, with_starts
 from kmq.spark.rows import QUEUE_SCHEMA, to_batch
-from kmq.spark.sending import send_rows
+
+if TYPE_CHECKING:
+    from kmq.spark.positions import QueuePositions
 
 
 class KmqDataSource(DataSource):
@@ -111,6 +115,8 @@ class KmqStreamReader(DataSourceStreamReader):
 
     def _driver(self) -> QueuePositions:
         if self._positions is None:
+            from kmq.spark.positions import QueuePositions  # the driver's only (see the module's docstring)
+
             self._positions = QueuePositions(self.options.config)
         return self._positions
 
@@ -123,6 +129,8 @@ class TopicReader(DataSourceReader):
         self.topic = topic
 
     def partitions(self) -> Sequence[InputPartition]:
+        from kmq.admin import topic_partitions  # the driver's only (see the module's docstring)
+
         return [InputPartition(p) for p in range(topic_partitions(self.options.config, self.topic))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -138,6 +146,8 @@ class QueueWriter(DataSourceWriter):
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        from kmq.spark.sending import send_rows  # this sink's only (see the module's docstring)
+
         return SentRows(send_rows(self.options.config, iterator))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from hypothesis import given
@@ -173,7 +174,50 @@ def test_a_worker_keeps_one_marker_producer_per_role_until_a_failure_discards_it
 
 def test_the_spark_bench_ratio_is_the_median_of_each_rounds_ratio() -> None:
     from kmq.spark.bench import SparkBenchResult
+    from kmq.spark.bench_figures import SparkRun
 
-    result = SparkBenchResult({"spark-kafka": [100.0, 200.0, 400.0], "spark-kmq": [50.0, 150.0, 100.0]})
-    assert result.round_ratios == [0.5, 0.75, 0.25]
-    assert result.ratio == 0.5
+    def run(rate: float) -> SparkRun:  # 1 000 rows in 1 000 / rate s end to end, twice as fast after the first batch
+        return SparkRun(rows=1_000, elapsed_ms=round(1_000_000 / rate), batches=2, steady_rows=500,
+                        steady_ms=round(250_000 / rate))  # fmt: skip
+
+    result = SparkBenchResult(
+        {"spark-kafka": [run(100), run(200), run(400)], "spark-kmq": [run(50), run(150), run(100)]}
+    )
+    assert result.round_ratios("end_to_end") == pytest.approx([0.5, 0.75, 0.25], rel=1e-3)
+    assert result.ratio("end_to_end") == pytest.approx(0.5)
+    assert result.rates("spark-kmq", "steady") == pytest.approx([100.0, 300.0, 200.0], rel=1e-3)
+    assert result.ratio("steady") == pytest.approx(0.5, rel=1e-3)
+
+
+def test_the_steady_state_counts_the_micro_batches_after_the_first_that_read_rows() -> None:
+    from kmq.spark.bench_figures import run_from_progress
+
+    progress = [  # as StreamingQueryProgress (a dict): batch 0 pays the start-up, batch 3 read nothing
+        {"batchId": 1, "numInputRows": 200, "batchDuration": 100},
+        {"batchId": 0, "numInputRows": 200, "batchDuration": 900},
+        {"batchId": 2, "numInputRows": 100, "batchDuration": 50},
+        {"batchId": 3, "numInputRows": 0, "batchDuration": 5},
+    ]
+    run = run_from_progress(progress, elapsed_ms=2_000)
+    assert (run.rows, run.batches, run.steady_rows, run.steady_ms) == (500, 3, 300, 150)
+    assert run.batch_ms == (900, 100, 50)  # in batch order, as the JSON lists them
+    assert run.rate("end_to_end") == 250.0
+    assert run.rate("steady") == 2_000.0
+    one_batch = run_from_progress(progress[1:2], elapsed_ms=1_000)
+    assert one_batch.rate("end_to_end") == 200.0
+    assert math.isnan(one_batch.rate("steady"))  # no steady state to report, not a made-up figure
+
+
+def test_the_spark_bench_json_has_both_ratios_of_every_round_and_no_nan() -> None:
+    from kmq.spark.bench import SparkBenchResult
+    from kmq.spark.bench_cli import spark_report_dict
+    from kmq.spark.bench_figures import SparkRun
+
+    one_batch = SparkRun(rows=1_000, elapsed_ms=1_000, batches=1, steady_rows=0, steady_ms=0)
+    two_batches = SparkRun(rows=1_000, elapsed_ms=2_000, batches=2, steady_rows=500, steady_ms=100)
+    result = SparkBenchResult({"spark-kafka": [one_batch, two_batches], "spark-kmq": [two_batches, two_batches]})
+    data = spark_report_dict(result, "kmq bench", {"messages": 1_000})
+    assert data["ratios"]["end_to_end"] == {"median": 0.75, "rounds": [0.5, 1.0]}
+    assert data["ratios"]["steady"] == {"median": 1.0, "rounds": [None, 1.0]}
+    assert data["runs"]["spark-kmq"][0]["steady_rows"] == 500
+    json.dumps(data, allow_nan=False)

@@ -1,0 +1,45 @@
+"""The driver's positions of the kmq source (no Spark needed): where a group stands, where partitions end, commits.
+
+The group's offsets are looked up before the consumer is parked at the ends (a parked consumer's fetch held each
+look-up up); both answers must stay what they were."""
+
+from __future__ import annotations
+
+from kmq.producer import KmqProducer, OutgoingMessage
+from kmq.spark.positions import QueuePositions
+from tests.conftest import MakeConfig
+from tests.helpers import committed_offsets
+
+
+def test_a_new_group_starts_at_the_first_offsets_and_sees_every_partitions_end(make_config: MakeConfig) -> None:
+    config = make_config(partitions=3)
+    with KmqProducer(config) as producer:
+        producer.send_batch(OutgoingMessage(b"x", None, None, n % 3) for n in range(30))
+    positions = QueuePositions(config)
+    try:
+        assert positions.committed() == {0: 0, 1: 0, 2: 0}
+        assert positions.ends() == {0: 10, 1: 10, 2: 10}
+        positions.commit({0: 4, 1: 10, 2: 0})
+    finally:
+        positions.close()
+    committed = committed_offsets(config, 3)
+    assert (committed[0], committed[1]) == (4, 10)
+    assert committed[2] < 0  # offset 0: nothing to commit
+
+
+def test_ends_asked_first_and_a_committed_group_are_both_answered(make_config: MakeConfig) -> None:
+    config = make_config(partitions=2)
+    with KmqProducer(config) as producer:
+        producer.send_batch(OutgoingMessage(b"x", None, None, n % 2) for n in range(8))
+    first = QueuePositions(config)
+    try:
+        assert first.ends() == {0: 4, 1: 4}  # parked on the first call when committed() was never asked
+        first.commit({0: 3, 1: 1})
+    finally:
+        first.close()
+    second = QueuePositions(config)
+    try:
+        assert second.committed() == {0: 3, 1: 1}
+        assert second.ends() == {0: 4, 1: 4}
+    finally:
+        second.close()
