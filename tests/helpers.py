@@ -37,12 +37,10 @@ def read_topic(
         "enable.partition.eof": True,
         "isolation.level": "read_committed" if read_committed else "read_uncommitted",
     }
-    if not read_committed:
-        # Apache Kafka parks a fetch at a partition's end for fetch.wait.max.ms (500 ms by default) before the end
-        # can be reported: each read paid that, ~0.5 s instead of ~25 ms. Not for read_committed: there the end is
-        # the last stable offset, which moves only once the coordinator has written a transaction's commit markers,
-        # a moment after the producer's commit returned; the default wait gives them that moment.
-        settings["fetch.wait.max.ms"] = 10
+    # Apache Kafka parks a fetch at a partition's end for fetch.wait.max.ms (500 ms by default) before the end can be
+    # reported: each read paid that, ~0.5 s instead of ~25 ms. (With read_committed the end is the last stable
+    # offset, which moves a moment after a producer's commit returned: wait with `read_committed_keys`.)
+    settings["fetch.wait.max.ms"] = 10
     consumer = Consumer(settings)
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     records: list[Record] = []
@@ -95,3 +93,22 @@ def wait_for(condition: Callable[[], Any], timeout_s: float = 20.0, interval_s: 
             return result
         assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what or condition}"
         time.sleep(interval_s)
+
+
+def read_committed_keys(
+    config: KmqConfig, topic: str, partitions: int, expected: set[bytes | None], timeout_s: float = 30.0
+) -> list[Record]:
+    """The records a read_committed reader sees on `topic`, once their keys are `expected`. A transaction's records
+    become visible only when the coordinator has written its commit markers to their partitions, which it does a
+    moment after the producer's commit returned: a single read may come before that."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        records = read_topic(config, topic, partitions, read_committed=True)
+        keys = {record.key for record in records}
+        if keys == expected:
+            return records
+        assert time.monotonic() < deadline, (
+            f"{topic} read_committed after {timeout_s}s: missing {sorted(k for k in expected - keys if k)[:5]}, "
+            f"unexpected {sorted(k for k in keys - expected if k)[:5]}"
+        )
+        time.sleep(0.1)
