@@ -18,7 +18,8 @@ from kmq.batch_markers import BatchEnd, BatchStart, decode_batch_marker, is_batc
 from kmq.config import KmqConfig
 from kmq.markers import MarkerKey
 from tests.helpers import Record, read_topic, wait_for
-from tests.integration.test_api_endpoints import AUTH, SECRET, api_config, receive, send, settle, url
+from tests.integration.test_api_endpoints import AUTH, SECRET, api_config, receive, send, settle
+from tests.integration.test_api_hostile import conflict
 from tracker import TrackerConfig, TrackerService
 
 MakeConfig = Callable[..., KmqConfig]
@@ -73,13 +74,6 @@ def batch_ends(queue: KmqConfig) -> list[tuple[Record, BatchEnd, Note | None]]:
                 notes = [Note.decode(value) for name, value in record.headers if name == HEADER]
                 found.append((record, marker, notes[0] if notes else None))
     return found
-
-
-def conflict(http: TestClient, queue: KmqConfig, action: str, receipts: list[str], **body: Any) -> str:
-    response = http.post(url(queue, action), json={"receipts": receipts, **body})
-    assert response.status_code == 409, response.text
-    detail: str = response.json()["detail"]
-    return detail
 
 
 def issued_at(queue: KmqConfig, message: dict[str, Any]) -> int:
