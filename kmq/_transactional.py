@@ -15,7 +15,7 @@ import uuid
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from kmq.config import KmqConfig
-from kmq.errors import DeliveryError, TransactionError
+from kmq.errors import DeliveryError, TransactionalSetupError, TransactionError
 from kmq.kafka import marker_producer_settings
 from kmq.marker_writer import Offsets, StartWriter, first_of
 
@@ -84,9 +84,9 @@ class TransactionalStarts:
         """A new producer, same transactional id: initialising it fences the old one and aborts its transaction."""
         try:
             self._writer = StartWriter(self.config, self._new_producer(timeout_s))
-        except KafkaException as e:
-            self.fatal_error = _describe(e)
-            _log.error("the transactional producer for %s cannot be replaced: %s", self.config.markers_topic, e)
+        except TransactionalSetupError as e:
+            self.fatal_error = e.detail
+            _log.error("the transactional producer for %s cannot be replaced: %s", self.config.markers_topic, e.detail)
             return False
         self.fatal_error = None
         self._needs_abort = False
@@ -94,7 +94,11 @@ class TransactionalStarts:
 
     def _new_producer(self, timeout_s: float) -> Producer:
         producer = Producer(self._settings)
-        producer.init_transactions(timeout_s)
+        try:
+            producer.init_transactions(timeout_s)
+        except KafkaException as e:
+            del producer  # its librdkafka threads go now, not with the traceback that would hold it
+            raise TransactionalSetupError(str(self._settings["transactional.id"]), _describe(e)) from e
         return producer
 
 

@@ -58,12 +58,22 @@ class KmqClient:
         else:
             self._consumer = Consumer({**settings, "on_commit": self._commits.on_commit})
             self._consumer.subscribe([config.queue_topic], on_revoke=self._commits.on_revoke)
-        self._markers = MarkerWriter(config)
-        batch = config.marker_format == "batch"
-        self._ends = EndBatcher(self._markers.batch_end, config.end_flush_ms) if batch else None
+        self._ends: EndBatcher | None = None
+        try:
+            self._markers = MarkerWriter(config)
+            if config.marker_format == "batch":
+                self._ends = EndBatcher(self._markers.batch_end, config.end_flush_ms)
+            self._transactions = TransactionalStarts(config, self._consumer) if config.transactional else None
+        except BaseException:
+            # Nothing half-made stays behind (a caller such as the REST facade tries again and again).
+            if self._ends is not None:
+                self._ends.close()
+            self._consumer.close()
+            if "_markers" in self.__dict__:  # (it holds a bound method of its own: only the cyclic GC would free it)
+                self._markers.producer.close()
+            raise
         self._end_at = self._markers.end_at if self._ends is None else self._ends.add
         self._ack = None if self._ends is None else self._ends.add_ack
-        self._transactions = TransactionalStarts(config, self._consumer) if config.transactional else None
         self._starts = StartWriter(config) if self._transactions is None else None
         self._retention = RetentionLimit(config)
         self._lock = threading.Lock()

@@ -114,6 +114,18 @@ class TransactionError(MarkerWriteError):
         self.aborted = aborted
 
 
+class TransactionalSetupError(KmqError):
+    """The transactional producer of a `transactional` client could not start (`init_transactions` failed)."""
+
+    def __init__(self, transactional_id: str, detail: str) -> None:
+        super().__init__(
+            f"the transactional producer {transactional_id!r} could not start: {detail}; check that the brokers are "
+            "reachable, that the cluster allows transactions (a transaction coordinator with enough replicas of "
+            "__transaction_state) and that this principal may use that transactional id (a TransactionalId ACL)"
+        )
+        self.transactional_id, self.detail = transactional_id, detail
+
+
 class CommitError(KmqError):
     """Committing the queue offsets of a batch failed after its markers were written."""
 

@@ -12,7 +12,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
-from kmq.errors import CommitError, KmqError, TransactionError
+from kmq.errors import CommitError, KmqError, TransactionalSetupError, TransactionError
 from kmq.message import Message
 from tests.helpers import committed_offsets, read_committed_keys
 from tests.integration.test_client import receive_all, send
@@ -89,7 +89,7 @@ def test_a_producer_that_cannot_be_replaced_is_reported(transactional: KmqConfig
     send(transactional, COUNT)
     with KmqClient(transactional, marker_timeout_s=10) as client:
         inject(client, KafkaError(KafkaError._FENCED, "fenced", fatal=True), "commit_transaction")
-        unreachable = KafkaException(KafkaError(KafkaError._TRANSPORT, "no broker"))
+        unreachable = TransactionalSetupError("t-id", "no broker")
         monkeypatch.setattr(client._transactions, "_new_producer", lambda timeout_s: _raise(unreachable))
         with pytest.raises(TransactionError):
             client.receive(max_messages=COUNT, timeout_s=5)
