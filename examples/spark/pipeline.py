@@ -84,6 +84,8 @@ def main() -> None:
                "msg_timeout_ms": str(args.msg_timeout_ms)}  # fmt: skip
     kafka_config = json.loads(os.environ.get("KMQ_KAFKA_CONFIG") or "{}")  # e.g. SASL settings, as kmq reads them
     options.update({f"kafka.{key}": str(value) for key, value in kafka_config.items()})
+    if os.environ.get("KMQ_SASL_PASSWORD_FILE"):  # a file every executor can read (a mounted Secret)
+        options["sasl_password_file"] = os.environ["KMQ_SASL_PASSWORD_FILE"]
     stream = (
         spark.readStream.format("kmq")
         .options(**options)

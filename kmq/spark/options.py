@@ -12,7 +12,8 @@ MARKER_FORMATS = ("kmq", "batch")  # PROTOCOL.md: two markers per row, or a BATC
 _KAFKA_PREFIX = "kafka."
 _KNOWN = frozenset(
     {"bootstrap.servers", "queue", "group", "markers", "dead_letters", "msg_timeout_ms", "marker_format",
-     "max_records_per_batch", "max_rows_per_task", "chunk_size", "path", "topic", "checkpointlocation"}
+     "max_records_per_batch", "max_rows_per_task", "chunk_size", "path", "topic", "checkpointlocation",
+     "sasl_password_file"}
 )  # fmt: skip  # Spark passes "path" and "checkpointLocation" to sources and sinks itself
 
 
@@ -56,6 +57,11 @@ def _config(given: Mapping[str, str]) -> KmqConfig:
         "group_id": given.get("group", ""),
         "kafka_config": kafka,
     }
+    # KmqConfig keeps the password out of kafka_config (it would show in reprs): kafka.sasl.password is its field.
+    if "sasl.password" in kafka:
+        fields["sasl_password"] = str(kafka.pop("sasl.password"))
+    if "sasl_password_file" in given:
+        fields["sasl_password_file"] = given["sasl_password_file"]
     if "marker_format" in given:  # else KmqConfig's default, as every other kmq client
         fields["marker_format"] = given["marker_format"]
     if "msg_timeout_ms" in given:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -92,6 +93,17 @@ def test_the_marker_format_option_reaches_the_config_the_executors_write_with() 
     assert SourceOptions.parse({**given, "marker_format": "kmq"}).config.marker_format == "kmq"
     with pytest.raises(ConfigError, match="marker_format"):
         SourceOptions.parse({**given, "marker_format": "bulk"})
+
+
+def test_a_sasl_password_reaches_the_config_as_kmq_audit_passes_it_or_from_a_file(tmp_path: Path) -> None:
+    sasl = {"bootstrap.servers": "b:9092", "queue": "orders", "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.username": "app"}  # fmt: skip
+    config = SourceOptions.parse({**sasl, "kafka.sasl.password": "s3cret"}).config
+    assert config.kafka_settings()["sasl.password"] == "s3cret" and "s3cret" not in repr(config)
+    secret = tmp_path / "password"
+    secret.write_text("from-a-file\n")
+    from_file = SourceOptions.parse({**sasl, "sasl_password_file": str(secret)}).config
+    assert from_file.kafka_settings()["sasl.password"] == "from-a-file"
 
 
 def test_ack_rows_are_checked() -> None:
