@@ -2,12 +2,6 @@
 
 Ends come from the high watermark of fetch responses (a consumer parked at the end of each partition), not from
 ListOffsets "latest", which not every broker answers correctly.
-
-Commits are asynchronous. Spark's checkpoint is the source of truth on restart; the group's offsets only show the
-stream's progress to the rest of kmq (tracker lag, metrics, other consumers). A synchronous OffsetCommit held every
-micro-batch up for a round trip to the group coordinator (60-260 ms on 2 loaded cores, docs/benchmarks.md); now a
-failed commit is logged, not raised, and the next micro-batch's commit (a later position) supersedes it. `close()`
-waits, bounded, for the commits still in flight.
 """
 
 from __future__ import annotations
@@ -19,12 +13,12 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, To
 
 from kmq.admin import check_topics
 from kmq.config import KmqConfig
+from kmq.errors import CommitError
 from kmq.kafka import consumer_settings
 
 _log = logging.getLogger(__name__)
 _FIRST_FETCH_S = 10.0
 _FIRST_FETCH_POLL_S = 0.02
-_CLOSE_WAIT_S = 5.0  # for the commits still in flight when the query stops
 
 
 class QueuePositions:
@@ -34,9 +28,7 @@ class QueuePositions:
         self.config = config
         self.partitions = check_topics(config)
         settings = consumer_settings(config, config.group_id, fetch_wait_max_ms=100)
-        self._consumer = Consumer({**settings, "on_commit": self._committed_cb})
-        self._in_flight = 0  # asynchronous commits not answered yet (their callbacks run in consume/poll)
-        self.failed_commits = 0
+        self._consumer = Consumer(settings)
         self._parts = [TopicPartition(config.queue_topic, p, OFFSET_END) for p in range(self.partitions)]
         # Leaders known before the assignment: else librdkafka parks the END lookup on a ~500 ms retry timer.
         self._consumer.list_topics(config.queue_topic, timeout=config.metadata_timeout_ms / 1000)
@@ -86,37 +78,17 @@ class QueuePositions:
                 return found
 
     def commit(self, positions: dict[int, int]) -> None:
-        """Commit the kmq group's offsets without waiting (see the module's docstring): the answer arrives in a
-        later `ends()` or `close()`, a failure is logged there."""
+        """Commit the kmq group's offsets (the rest of kmq then sees the stream's progress)."""
         tps = [TopicPartition(self.config.queue_topic, p, o) for p, o in positions.items() if o > 0]
         if not tps:
             return
         try:
-            self._consumer.commit(offsets=tps, asynchronous=True)
-        except KafkaException as e:  # refused before it was sent (e.g. the consumer is closing): the same contract
-            self._failed(e.args[0] if e.args else e)
-        else:
-            self._in_flight += 1
-
-    def _committed_cb(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
-        self._in_flight = max(0, self._in_flight - 1)
-        failed = [tp for tp in partitions if tp.error is not None]
-        if error is not None or failed:
-            self._failed(error or ", ".join(f"[{tp.partition}] {tp.error}" for tp in failed))
-
-    def _failed(self, error: object) -> None:
-        self.failed_commits += 1
-        _log.warning(
-            "committing %s offsets on %s failed (the query goes on: Spark's checkpoint is the source of truth, the "
-            "next micro-batch commits again): %s", self.config.group_id, self.config.queue_topic, error,
-        )  # fmt: skip
-
-    def wait_commits(self, timeout_s: float) -> bool:
-        """Serve the commits' answers until none is in flight or `timeout_s` passed; True when none is left."""
-        deadline = time.monotonic() + timeout_s
-        while self._in_flight and time.monotonic() < deadline:
-            self._drain(min(0.05, max(0.0, deadline - time.monotonic())))
-        return not self._in_flight
+            self._consumer.commit(offsets=tps, asynchronous=False)
+        except KafkaException as e:
+            if not _coordinator_busy(e):
+                raise CommitError(f"committing {self.config.group_id} offsets on {self.config.queue_topic}: {e}") from e
+            # Spark's checkpoint is the source of truth: the group's offsets only show progress, the next batch retries.
+            _log.warning("committing %s offsets on %s: %s", self.config.group_id, self.config.queue_topic, e)
 
     def _park(self) -> None:
         """Assign the consumer at the end of every partition, once: from then on it fetches in the background."""
@@ -125,9 +97,6 @@ class QueuePositions:
             self._assigned = True
 
     def close(self) -> None:
-        if not self.wait_commits(_CLOSE_WAIT_S):
-            _log.warning("%d commits of %s not answered in %.0fs at close", self._in_flight, self.config.group_id,
-                         _CLOSE_WAIT_S)  # fmt: skip
         self._consumer.close()
 
     def _drain(self, timeout_s: float) -> None:

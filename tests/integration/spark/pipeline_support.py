@@ -5,12 +5,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from confluent_kafka import Consumer
 from pyarrow import dataset
 from pyspark import cloudpickle
 from pyspark.sql.streaming import StreamingQuery
@@ -19,10 +17,9 @@ from kmq import headers as h
 from kmq.config import KmqConfig
 from kmq.demo.numbers import decode_number, encode_number
 from kmq.demo.tally import Tally
-from kmq.kafka import consumer_settings
 from kmq.producer import KmqProducer, OutgoingMessage
 from kmq.spark.markers_source import decode as decode_marker_rows
-from tests.helpers import read_topic, wait_for
+from tests.helpers import read_topic
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "spark" / "pipeline.py"
 
@@ -102,16 +99,3 @@ def running(query: StreamingQuery, condition: Callable[[], object]) -> Callable[
         return condition()
 
     return check
-
-
-@contextmanager
-def group_member(config: KmqConfig) -> Iterator[Consumer]:
-    """A consumer subscribed in the kmq group, once it has its assignment: while it is a member, the coordinator
-    refuses the source's commits (UNKNOWN_MEMBER_ID: they come from outside the group). It leaves on exit."""
-    member = Consumer(consumer_settings(config, config.group_id))
-    try:
-        member.subscribe([config.queue_topic])
-        wait_for(lambda: member.poll(0.1) is not None or member.assignment(), 30, what="the member's assignment")
-        yield member
-    finally:
-        member.close()

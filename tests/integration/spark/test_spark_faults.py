@@ -1,5 +1,4 @@
-"""Faults: the driver SIGKILLed mid-stream and restarted from its checkpoint, a task failure Spark retries, and
-commits of the kmq group that its coordinator refuses."""
+"""Faults: the driver SIGKILLed mid-stream and restarted from its checkpoint, and a task failure Spark retries."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ import pytest
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StringType
 
 import kmq.spark
@@ -27,7 +25,6 @@ from tests.integration.spark.conftest import running_tracker, source_options
 from tests.integration.spark.pipeline_support import (
     EXAMPLE,
     every_offset_ended,
-    group_member,
     processed_numbers,
     running,
     send_numbers,
@@ -130,44 +127,6 @@ def test_a_task_that_fails_on_an_executor_is_retried_by_spark_and_loses_nothing(
     report = wait_for(lambda: _all_acked(spark, options, messages), 30, interval_s=1, what="every message acked")
     assert report.total("unaccounted") == report.total("pending") == 0
     assert report.total("first_deliveries") == messages
-
-
-def test_commits_the_group_refuses_do_not_fail_the_query_and_a_later_batch_commits(
-    spark: SparkSession, make_config: MakeConfig, tmp_path: Path
-) -> None:
-    # given a member of the kmq group (its coordinator refuses commits from outside it) and a query reading the queue
-    partitions, wave = 2, 100
-    config = make_config(partitions=partitions, msg_timeout_ms=120_000)
-    options = source_options(config)
-    stream = spark.readStream.format("kmq").options(**options).load()
-    acks = stream.select("partition", "offset", F.lit("ok").alias("status"))
-    writer = acks.writeStream.format("kmq-ack").options(**options).trigger(processingTime="100 milliseconds")
-    with group_member(config):
-        send_numbers(config, wave, partitions)
-        query = writer.option("checkpointLocation", str(tmp_path / "checkpoint")).start()
-        try:
-            # when two micro-batches run: planning the second commits the first's end, and the coordinator refuses it
-            wait_for(running(query, lambda: _rows_read(query) == wave), 120, interval_s=0.2, what="the first wave")
-            send_numbers(config, wave, partitions)
-            wait_for(running(query, lambda: _rows_read(query) == 2 * wave), 120, interval_s=0.2, what="the second")
-            # then the query goes on and the group's offsets did not move
-            assert query.exception() is None
-            assert all(offset < 0 for offset in committed_offsets(config, partitions).values())
-        except BaseException:
-            query.stop()
-            raise
-    try:
-        # and once the member has left, the next micro-batch's commit carries the stream's progress to the group
-        send_numbers(config, wave, partitions)
-        wait_for(running(query, lambda: sum(committed_offsets(config, partitions).values()) == 3 * wave), 120,
-                 interval_s=0.5, what="every offset committed")  # fmt: skip
-    finally:
-        query.stop()
-    wait_for(lambda: every_offset_ended(config, partitions), 30, interval_s=0.5, what="every offset ENDed")
-
-
-def _rows_read(query: StreamingQuery) -> int:
-    return sum(int(progress["numInputRows"]) for progress in query.recentProgress)
 
 
 def _all_acked(spark: SparkSession, options: dict[str, str], messages: int) -> AuditReport | None:
