@@ -43,7 +43,7 @@ class QueuePositions:
         tps = [TopicPartition(self.config.queue_topic, p) for p in range(self.partitions)]
         found = self._committed(tps)
         positions = {tp.partition: tp.offset if tp.offset >= 0 else self._low(tp.partition) for tp in found}
-        self._park()  # its first fetch response (the ends) arrives while Spark plans the first micro-batch
+        self._park(positions)  # its first fetch response (the ends) arrives while Spark plans the first micro-batch
         return positions
 
     def ends(self) -> dict[int, int]:
@@ -90,10 +90,16 @@ class QueuePositions:
             # Spark's checkpoint is the source of truth: the group's offsets only show progress, the next batch retries.
             _log.warning("committing %s offsets on %s: %s", self.config.group_id, self.config.queue_topic, e)
 
-    def _park(self) -> None:
-        """Assign the consumer at the end of every partition, once: from then on it fetches in the background."""
+    def _park(self, at: dict[int, int] | None = None) -> None:
+        """Assign the consumer, once: from then on it fetches in the background. At `at` (where the group stands)
+        when known, else at the end of every partition. A fetch from where the group stands answers at once when
+        there is something to read (its response carries the high watermark; `_drain` then parks the consumer at
+        it), where a fetch at the end waits fetch.wait.max.ms for new records, after a ListOffsets for the end:
+        a query that starts with a backlog had its first `ends()` take ~0.22 s instead of ~0.03 s."""
         if not self._assigned:
-            self._consumer.assign(self._parts)
+            start = at or {}
+            topic = self.config.queue_topic
+            self._consumer.assign([TopicPartition(topic, p, start.get(p, OFFSET_END)) for p in range(self.partitions)])
             self._assigned = True
 
     def close(self) -> None:
