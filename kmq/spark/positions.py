@@ -14,7 +14,7 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, To
 from kmq.admin import check_topics
 from kmq.config import KmqConfig
 from kmq.errors import CommitError
-from kmq.kafka import consumer_settings
+from kmq.kafka import SecurityWatch, consumer_settings
 
 _log = logging.getLogger(__name__)
 _FIRST_FETCH_S = 10.0
@@ -26,9 +26,16 @@ class QueuePositions:
 
     def __init__(self, config: KmqConfig) -> None:
         self.config = config
-        self.partitions = check_topics(config)
+        # The topics checked through this consumer, not a new admin client and its connection (~50 ms of every
+        # query's start); its error_cb fails a refused login at once, as check_topics' own client would.
+        watch = SecurityWatch()
         settings = consumer_settings(config, config.group_id, fetch_wait_max_ms=100)
-        self._consumer = Consumer(settings)
+        self._consumer = Consumer({**settings, "error_cb": watch})
+        try:
+            self.partitions = check_topics(config, admin=self._consumer, watch=watch)
+        except BaseException:
+            self._consumer.close()
+            raise
         self._parts = [TopicPartition(config.queue_topic, p, OFFSET_END) for p in range(self.partitions)]
         # Leaders known before the assignment: else librdkafka parks the END lookup on a ~500 ms retry timer.
         self._consumer.list_topics(config.queue_topic, timeout=config.metadata_timeout_ms / 1000)

@@ -5,6 +5,9 @@ look-up up); both answers must stay what they were."""
 
 from __future__ import annotations
 
+import pytest
+
+from kmq.errors import TopicMissingError
 from kmq.producer import KmqProducer, OutgoingMessage
 from kmq.spark.positions import QueuePositions
 from tests.conftest import MakeConfig
@@ -67,3 +70,10 @@ def test_ends_are_right_whether_the_group_is_behind_or_at_the_end(make_config: M
         assert second.ends() == {0: 15, 1: 10, 2: 10}  # parked at the ends now: never going back
     finally:
         second.close()
+
+
+def test_a_missing_queue_is_named(make_config: MakeConfig) -> None:
+    config = make_config(partitions=1)
+    missing = config.with_overrides(queue_topic=f"{config.queue_topic}-never-made")
+    with pytest.raises(TopicMissingError, match=missing.queue_topic):
+        QueuePositions(missing)
