@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._metadata import ClusterMetadata, TopicMetadata
@@ -134,12 +134,17 @@ def _led(topic: TopicMetadata) -> bool:
     return all(partition.leader >= 0 for partition in topic.partitions.values())
 
 
-def check_topics(config: KmqConfig, timeout_s: float | None = None, admin: AdminClient | None = None) -> int:
+def check_topics(
+    config: KmqConfig, timeout_s: float | None = None, admin: AdminClient | Consumer | None = None,
+    watch: SecurityWatch | None = None,
+) -> int:  # fmt: skip
     """The queue's partition count; raises when Q or M is missing or their counts differ.
 
-    `admin`: a client to reuse (a probe asking every few seconds must not build one, and its connections, each time).
+    `admin`: a client to reuse (a probe asking every few seconds must not build one, and its connections, each time;
+    the Spark source's driver asks through its consumer, before assigning it: `poll(0)` then consumes nothing), and
+    `watch` its `error_cb`, if it has one (a refused login then fails at once).
     """
-    metadata = _metadata(config, _timeout_s(config, timeout_s), admin)
+    metadata = _metadata(config, _timeout_s(config, timeout_s), admin, watch)
     queue_partitions = _partitions(config, metadata, config.queue_topic)
     markers_partitions = _partitions(config, metadata, config.markers_topic)
     if queue_partitions != markers_partitions:
@@ -187,14 +192,19 @@ def _timeout_s(config: KmqConfig, timeout_s: float | None) -> float:
     return config.metadata_timeout_ms / 1000 if timeout_s is None else timeout_s
 
 
-def _metadata(config: KmqConfig, timeout_s: float, admin: AdminClient | None = None) -> ClusterMetadata:
+def _metadata(
+    config: KmqConfig, timeout_s: float, admin: AdminClient | Consumer | None = None, watch: SecurityWatch | None = None
+) -> ClusterMetadata:
     """The cluster's metadata, through `admin` when given (a long-lived client: the REST facade's probes), else a
     new client that raises KafkaSecurityError as soon as the credentials or the TLS certificate are refused (asked
-    in short slices, so that is seconds, not the whole timeout)."""
+    in short slices, so that is seconds, not the whole timeout; a given client does too when `watch` is its
+    `error_cb`)."""
     # All topics, not one by name: a Metadata request for a missing topic may auto-create it on some clusters.
-    watch = SecurityWatch()
     if admin is None:  # (not `admin or ...`: an AdminClient is falsy)
+        watch = SecurityWatch()
         admin = AdminClient({**admin_settings(config), "error_cb": watch})  # type: ignore[dict-item]  # a callable
+    elif watch is None:
+        watch = SecurityWatch()  # nothing reports to it: the metadata timeout decides
     deadline = time.monotonic() + timeout_s
     while True:
         try:

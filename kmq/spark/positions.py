@@ -14,7 +14,7 @@ from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, To
 from kmq.admin import check_topics
 from kmq.config import KmqConfig
 from kmq.errors import CommitError
-from kmq.kafka import consumer_settings
+from kmq.kafka import SecurityWatch, consumer_settings
 
 _log = logging.getLogger(__name__)
 _FIRST_FETCH_S = 10.0
@@ -26,9 +26,16 @@ class QueuePositions:
 
     def __init__(self, config: KmqConfig) -> None:
         self.config = config
-        self.partitions = check_topics(config)
+        # The topics checked through this consumer, not a new admin client and its connection (~50 ms of every
+        # query's start); its error_cb fails a refused login at once, as check_topics' own client would.
+        watch = SecurityWatch()
         settings = consumer_settings(config, config.group_id, fetch_wait_max_ms=100)
-        self._consumer = Consumer(settings)
+        self._consumer = Consumer({**settings, "error_cb": watch})
+        try:
+            self.partitions = check_topics(config, admin=self._consumer, watch=watch)
+        except BaseException:
+            self._consumer.close()
+            raise
         self._parts = [TopicPartition(config.queue_topic, p, OFFSET_END) for p in range(self.partitions)]
         # Leaders known before the assignment: else librdkafka parks the END lookup on a ~500 ms retry timer.
         self._consumer.list_topics(config.queue_topic, timeout=config.metadata_timeout_ms / 1000)
@@ -43,7 +50,7 @@ class QueuePositions:
         tps = [TopicPartition(self.config.queue_topic, p) for p in range(self.partitions)]
         found = self._committed(tps)
         positions = {tp.partition: tp.offset if tp.offset >= 0 else self._low(tp.partition) for tp in found}
-        self._park()  # its first fetch response (the ends) arrives while Spark plans the first micro-batch
+        self._park(positions)  # its first fetch response (the ends) arrives while Spark plans the first micro-batch
         return positions
 
     def ends(self) -> dict[int, int]:
@@ -90,10 +97,16 @@ class QueuePositions:
             # Spark's checkpoint is the source of truth: the group's offsets only show progress, the next batch retries.
             _log.warning("committing %s offsets on %s: %s", self.config.group_id, self.config.queue_topic, e)
 
-    def _park(self) -> None:
-        """Assign the consumer at the end of every partition, once: from then on it fetches in the background."""
+    def _park(self, at: dict[int, int] | None = None) -> None:
+        """Assign the consumer, once: from then on it fetches in the background. At `at` (where the group stands)
+        when known, else at the end of every partition. A fetch from where the group stands answers at once when
+        there is something to read (its response carries the high watermark; `_drain` then parks the consumer at
+        it), where a fetch at the end waits fetch.wait.max.ms for new records, after a ListOffsets for the end:
+        a query that starts with a backlog had its first `ends()` take ~0.22 s instead of ~0.03 s."""
         if not self._assigned:
-            self._consumer.assign(self._parts)
+            start = at or {}
+            topic = self.config.queue_topic
+            self._consumer.assign([TopicPartition(topic, p, start.get(p, OFFSET_END)) for p in range(self.partitions)])
             self._assigned = True
 
     def close(self) -> None:

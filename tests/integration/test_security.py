@@ -26,6 +26,7 @@ from kmq.embedded._jvm import java_binary
 from kmq.embedded._tls import make_ca
 from kmq.errors import KafkaSecurityError, MarkerWriteError
 from kmq.producer import KmqProducer, OutgoingMessage
+from kmq.spark.positions import QueuePositions
 from tests.conftest import backend_under_test, external_cluster_requested
 from tests.helpers import wait_for
 from tracker import TrackerConfig, TrackerService
@@ -170,3 +171,13 @@ def grant_exact(kafka: EmbeddedKafka, user: str, topic: str, operation: AclOpera
         ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, f"User:{user}", "*", operation, AclPermissionType.ALLOW
     )
     admin.create_acls([binding], request_timeout=30)[binding].result(timeout=30)
+
+
+def test_the_spark_sources_driver_fails_at_once_on_a_wrong_password(
+    secure_kafka: EmbeddedKafka, tmp_path: Path
+) -> None:
+    # the driver checks the topics through its own consumer: a refused login must still end it at once
+    admin, _ = new_queue(secure_kafka, tmp_path)
+    wrong = admin.with_overrides(sasl_password="not-the-password", metadata_timeout_ms=120_000)
+    with pytest.raises(KafkaSecurityError, match="SASL authentication of user 'admin'"):
+        QueuePositions(wrong)

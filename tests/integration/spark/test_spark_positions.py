@@ -5,10 +5,13 @@ look-up up); both answers must stay what they were."""
 
 from __future__ import annotations
 
+import pytest
+
+from kmq.errors import TopicMissingError
 from kmq.producer import KmqProducer, OutgoingMessage
 from kmq.spark.positions import QueuePositions
 from tests.conftest import MakeConfig
-from tests.helpers import committed_offsets
+from tests.helpers import committed_offsets, wait_for
 
 
 def test_a_new_group_starts_at_the_first_offsets_and_sees_every_partitions_end(make_config: MakeConfig) -> None:
@@ -43,3 +46,34 @@ def test_ends_asked_first_and_a_committed_group_are_both_answered(make_config: M
         assert second.ends() == {0: 4, 1: 4}
     finally:
         second.close()
+
+
+def test_ends_are_right_whether_the_group_is_behind_or_at_the_end(make_config: MakeConfig) -> None:
+    # the consumer is parked where the group stands: a backlog answers at once, a partition read to its end waits for
+    # fetch.wait.max.ms; both must report the partition's end
+    config = make_config(partitions=3)
+    with KmqProducer(config) as producer:
+        producer.send_batch(OutgoingMessage(b"x", None, None, n % 3) for n in range(30))
+    first = QueuePositions(config)
+    try:
+        first.committed()
+        first.commit({0: 10, 1: 2})  # partition 0 read to its end, 1 behind, 2 never committed
+    finally:
+        first.close()
+    second = QueuePositions(config)
+    try:
+        assert second.committed() == {0: 10, 1: 2, 2: 0}
+        assert second.ends() == {0: 10, 1: 10, 2: 10}
+        with KmqProducer(config) as producer:
+            producer.send_batch(OutgoingMessage(b"x", None, None, 0) for _ in range(5))
+        wait_for(lambda: second.ends()[0] == 15, 10, what="the new end of partition 0")
+        assert second.ends() == {0: 15, 1: 10, 2: 10}  # parked at the ends now: never going back
+    finally:
+        second.close()
+
+
+def test_a_missing_queue_is_named(make_config: MakeConfig) -> None:
+    config = make_config(partitions=1)
+    missing = config.with_overrides(queue_topic=f"{config.queue_topic}-never-made")
+    with pytest.raises(TopicMissingError, match=missing.queue_topic):
+        QueuePositions(missing)
