@@ -12,6 +12,7 @@ import uvicorn
 from api.app import create_app
 from api.config import ApiConfig
 from kmq.cli.errors import friendly_errors
+from kmq.cli.options import parse_log_level
 
 HostOption = Annotated[str | None, typer.Option("--host", help="listen address (0.0.0.0) (env KMQ_API_HOST)")]
 PortOption = Annotated[
@@ -37,15 +38,16 @@ def api(
     KMQ_API_MAX_BODY_BYTES, KMQ_API_MAX_MESSAGE_BYTES, KMQ_API_WRITE_TIMEOUT_MS, KMQ_API_HOST, KMQ_API_PORT,
     and the shared KMQ_* settings (KMQ_BOOTSTRAP_SERVERS, KMQ_MSG_TIMEOUT_MS, ...); flags win.
     """
+    level = parse_log_level(log_level)
     overrides: dict[str, Any] = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     config = ApiConfig.from_env(**overrides)
     if marker_format is not None:
         queues = tuple(queue.with_overrides(marker_format=marker_format) for queue in config.queues)
         config = config.model_copy(update={"queues": queues})
-    serve(config, log_level)
+    serve(config, level)
 
 
-def serve(config: ApiConfig, log_level: str = "info") -> None:
+def serve(config: ApiConfig, log_level: int = logging.INFO) -> None:
     """Run uvicorn with the app until it is stopped (uvicorn handles SIGTERM: the lifespan then flushes)."""
     app = create_app(config)
     # This process is the application, so it may tune the collector (kmq, a library, never does): what exists now
@@ -53,7 +55,7 @@ def serve(config: ApiConfig, log_level: str = "info") -> None:
     # walk it again, on the event loop, in the middle of requests.
     gc.collect()
     gc.freeze()
-    uvicorn.run(app, host=config.host, port=config.port, log_level=log_level.lower())
+    uvicorn.run(app, host=config.host, port=config.port, log_level=log_level)
 
 
 def register(app: typer.Typer) -> None:

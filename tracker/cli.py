@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from kmq.cli.errors import fail, friendly_errors
-from kmq.cli.options import BootstrapOption, QueueOption
+from kmq.cli.options import BootstrapOption, QueueOption, parse_log_level
 from kmq.config import KmqConfig
 from kmq.errors import ConfigError
 from kmq.settings import env_name
@@ -120,9 +120,6 @@ def _stop(service: TrackerService, signum: int, frame: FrameType | None) -> None
 
 
 def _set_log_level(level: str) -> None:
-    numeric = logging.getLevelName(level.upper())
-    if not isinstance(numeric, int):
-        raise fail(f"--log-level: unknown level {level!r} (use debug, info, warning or error)")
-    logging.getLogger("tracker").setLevel(numeric)
+    logging.getLogger("tracker").setLevel(parse_log_level(level))
     if not logging.getLogger().handlers:
         logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")

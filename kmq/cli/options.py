@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 import typer
 
+from kmq.cli.errors import fail
 from kmq.config import KmqConfig
 from kmq.embedded import BACKENDS, default_backend
 from kmq.errors import ConfigError
@@ -34,6 +36,14 @@ def resolve_backend(backend: str | None) -> str:
     if backend not in BACKENDS:
         raise ConfigError("--backend", f"{backend!r} is not a backend: choose {', '.join(BACKENDS)}")
     return backend
+
+
+def parse_log_level(level: str) -> int:
+    """The numeric level for `--log-level`, or a one-line error naming the flag."""
+    numeric = logging.getLevelName(level.upper())
+    if not isinstance(numeric, int):
+        raise fail(f"--log-level: unknown level {level!r} (use debug, info, warning or error)")
+    return numeric
 
 
 def build_config(bootstrap_servers: str | None, queue: str | None, **fields: Any) -> KmqConfig:

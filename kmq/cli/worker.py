@@ -6,13 +6,13 @@ import logging
 import os
 import signal
 from types import FrameType
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from prometheus_client import start_http_server
 
-from kmq.cli.errors import fail, friendly_errors
-from kmq.cli.options import BootstrapOption, QueueOption, build_config
+from kmq.cli.errors import friendly_errors
+from kmq.cli.options import BootstrapOption, QueueOption, build_config, parse_log_level
 from kmq.worker import Worker, WorkerConfig
 from kmq.worker.loader import load_handler
 
@@ -79,10 +79,7 @@ def _on_signal(runtime: Worker, signum: int, frame: FrameType | None) -> None:
 
 
 def _set_log_level(level: str) -> None:
-    numeric: Any = logging.getLevelName(level.upper())
-    if not isinstance(numeric, int):
-        raise fail(f"--log-level: unknown level {level!r} (use debug, info, warning or error)")
-    logging.getLogger("kmq").setLevel(numeric)
+    logging.getLogger("kmq").setLevel(parse_log_level(level))
 
 
 def register(app: typer.Typer) -> None:

@@ -38,3 +38,11 @@ def test_a_missing_or_bad_setting_is_a_one_line_error(env: dict[str, str], named
     assert result.returncode == 1
     assert named in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_unknown_log_level_is_a_one_line_error() -> None:
+    settings = {"KMQ_API_QUEUES": "orders", "KMQ_API_KEYS": "k", "KMQ_API_RECEIPT_SECRET": "s" * 32}
+    result = run("-m", "api", "--log-level", "verbose", env={"KMQ_BOOTSTRAP_SERVERS": "localhost:9", **settings})
+    assert result.returncode == 1
+    assert "--log-level" in result.stderr and "'verbose'" in result.stderr
+    assert "Traceback" not in result.stderr
