@@ -11,8 +11,9 @@ import uvicorn
 
 from api.app import create_app
 from api.config import ApiConfig
+from kmq.admin import check_topics
 from kmq.cli.errors import friendly_errors
-from kmq.cli.options import parse_log_level
+from kmq.cli.options import BootstrapOption, parse_log_level
 
 HostOption = Annotated[str | None, typer.Option("--host", help="listen address (0.0.0.0) (env KMQ_API_HOST)")]
 PortOption = Annotated[
@@ -27,6 +28,7 @@ MarkerFormatOption = Annotated[
 
 @friendly_errors
 def api(
+    bootstrap_servers: BootstrapOption = None,
     host: HostOption = None,
     port: PortOption = None,
     log_level: LogLevelOption = "info",
@@ -40,11 +42,27 @@ def api(
     """
     level = parse_log_level(log_level)
     overrides: dict[str, Any] = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
-    config = ApiConfig.from_env(**overrides)
+    kmq_overrides = {"bootstrap_servers": bootstrap_servers} if bootstrap_servers is not None else {}
+    config = ApiConfig.from_env(kmq_overrides, **overrides)
     if marker_format is not None:
         queues = tuple(queue.with_overrides(marker_format=marker_format) for queue in config.queues)
         config = config.model_copy(update={"queues": queues})
+    # Checked here, in one line through friendly_errors, rather than by the app's start-up inside uvicorn, which
+    # reports a missing topic or an unreachable broker as a page of traceback.
+    _check_topics(config)
     serve(config, level)
+
+
+def _check_topics(config: ApiConfig) -> None:
+    """Every queue's topics exist and line up; librdkafka's connection retries stay out of the one-line error."""
+    kafka_log = logging.getLogger("kmq.kafka")
+    before = kafka_log.level
+    kafka_log.setLevel(logging.CRITICAL)
+    try:
+        for queue in config.queues:
+            check_topics(queue)
+    finally:
+        kafka_log.setLevel(before)
 
 
 def serve(config: ApiConfig, log_level: int = logging.INFO) -> None:

@@ -46,3 +46,13 @@ def test_an_unknown_log_level_is_a_one_line_error() -> None:
     assert result.returncode == 1
     assert "--log-level" in result.stderr and "'verbose'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", [["-m", "api"], ["-c", "from kmq.cli import main; main()", "api"]])
+def test_an_unreachable_broker_given_by_flag_is_a_one_line_error(command: list[str]) -> None:
+    settings = {"KMQ_API_QUEUES": "jobs", "KMQ_API_KEYS": "k", "KMQ_API_RECEIPT_SECRET": "s" * 32}
+    result = run(*command, "-b", "localhost:1", env={"KMQ_METADATA_TIMEOUT_MS": "2000", **settings})
+    assert result.returncode == 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "localhost:1" in lines[0]
