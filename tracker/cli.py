@@ -9,11 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from kmq.cli.errors import fail, friendly_errors
-from kmq.cli.options import BootstrapOption, QueueOption, parse_log_level
-from kmq.config import KmqConfig
+from kmq.cli.errors import friendly_errors
+from kmq.cli.options import BootstrapOption, QueueOption, env_hint, parse_log_level, with_env_hint
 from kmq.errors import ConfigError
-from kmq.settings import env_name
 from tracker.config import ENV_FIELD_PREFIX, TrackerConfig
 from tracker.service import TrackerService
 
@@ -94,20 +92,7 @@ def _load(core: dict[str, Any], own: dict[str, Any]) -> TrackerConfig:
     try:
         return TrackerConfig.from_env(kmq_overrides=core, **own)
     except ConfigError as e:
-        hint = _env_hint(e.field)
-        raise fail(f"{e} (set {hint} or its flag)" if hint else str(e)) from e
-
-
-def _env_hint(field: str) -> str | None:
-    """The environment variable behind a config field, for the error message."""
-    name = field.removeprefix("kmq.")
-    if field.startswith("KMQ_"):
-        return field
-    if name != field or name in KmqConfig.model_fields:
-        return env_name(name)
-    if name in TrackerConfig.model_fields:
-        return env_name(ENV_FIELD_PREFIX + name)
-    return None
+        raise with_env_hint(e, env_hint(e.field, TrackerConfig, ENV_FIELD_PREFIX)) from e
 
 
 def _given(values: dict[str, Any]) -> dict[str, Any]:
