@@ -36,9 +36,9 @@ def api(
 ) -> None:
     """Serve the REST facade (OpenAPI docs at /docs) until SIGTERM or Ctrl-C.
 
-    Configured by KMQ_API_QUEUES, KMQ_API_KEYS (or KMQ_API_ALLOW_ANONYMOUS=true), KMQ_API_RECEIPT_SECRET,
-    KMQ_API_MAX_BODY_BYTES, KMQ_API_MAX_MESSAGE_BYTES, KMQ_API_WRITE_TIMEOUT_MS, KMQ_API_HOST, KMQ_API_PORT,
-    and the shared KMQ_* settings (KMQ_BOOTSTRAP_SERVERS, KMQ_MSG_TIMEOUT_MS, ...); flags win.
+    Configured by KMQ_API_QUEUES, KMQ_API_KEYS (or KMQ_API_ALLOW_ANONYMOUS=true), KMQ_API_RECEIPT_SECRET and
+    the other KMQ_API_* variables below, and the shared KMQ_* settings (KMQ_BOOTSTRAP_SERVERS, KMQ_MSG_TIMEOUT_MS,
+    ...); flags win.
     """
     level = parse_log_level(log_level)
     overrides: dict[str, Any] = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
@@ -76,13 +76,21 @@ def serve(config: ApiConfig, log_level: int = logging.INFO) -> None:
     uvicorn.run(app, host=config.host, port=config.port, log_level=log_level)
 
 
+def settings_epilog() -> str:
+    """Every `KMQ_API_*` variable, generated from the config class so the help never falls behind it."""
+    return (
+        f"Its own settings: {', '.join(ApiConfig.env_names())}. "
+        "The shared KMQ_* settings, and what each variable means: README.md, Configuration."
+    )
+
+
 def register(app: typer.Typer) -> None:
-    app.command("api")(api)
+    app.command("api", epilog=settings_epilog())(api)
 
 
 def main() -> None:
     """`python -m api`."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command()(api)
+    app.command(epilog=settings_epilog())(api)
     app(prog_name="python -m api")

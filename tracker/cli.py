@@ -76,15 +76,23 @@ def tracker(
     service.run()
 
 
+def settings_epilog() -> str:
+    """Every `KMQ_TRACKER_*` variable, generated from the config class so the help never falls behind it."""
+    return (
+        f"Its own settings: {', '.join(TrackerConfig.env_names())}. "
+        "The shared KMQ_* settings, and what each variable means: README.md, Configuration."
+    )
+
+
 def register(app: typer.Typer) -> None:
-    app.command("tracker")(tracker)
+    app.command("tracker", epilog=settings_epilog())(tracker)
 
 
 def main() -> None:
     """`python -m tracker`."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command()(tracker)
+    app.command(epilog=settings_epilog())(tracker)
     app(prog_name="python -m tracker")
 
 

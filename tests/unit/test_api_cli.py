@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from api.config import ApiConfig
+
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("KMQ_")}
@@ -22,6 +24,9 @@ def test_help_names_the_settings(command: list[str]) -> None:
     assert result.returncode == 0, result.stderr
     for name in ("KMQ_API_QUEUES", "KMQ_API_KEYS", "KMQ_API_RECEIPT_SECRET", "--port"):
         assert name in result.stdout
+    wide = run(*command, "--help", env={"COLUMNS": "400", "TERMINAL_WIDTH": "400"})
+    for name in ApiConfig.env_names():
+        assert name in wide.stdout
 
 
 @pytest.mark.parametrize(
