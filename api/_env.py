@@ -35,11 +35,12 @@ def api_env_names() -> list[str]:
     return env_names(_ApiEnv)
 
 
-def api_config_from_env(**overrides: Any) -> ApiConfig:
-    """An `ApiConfig` from the environment; `overrides` (ApiConfig fields) win."""
+def api_config_from_env(kmq_overrides: dict[str, Any] | None = None, **overrides: Any) -> ApiConfig:
+    """An `ApiConfig` from the environment; `overrides` (ApiConfig fields) and `kmq_overrides` (KmqConfig fields
+    of every queue, e.g. the `--bootstrap-servers` flag) win."""
     env = read_env(_ApiEnv)
     fields: dict[str, Any] = {
-        "queues": _queue_configs(env.get("api_queues", "")),
+        "queues": _queue_configs(env.get("api_queues", ""), kmq_overrides or {}),
         "api_keys": tuple(_split(env.get("api_keys", ""))),
         "receipt_secret": env.get("api_receipt_secret", ""),
     }
@@ -52,7 +53,7 @@ def api_config_from_env(**overrides: Any) -> ApiConfig:
     return ApiConfig(**{**fields, **overrides})
 
 
-def _queue_configs(queues: str) -> tuple[KmqConfig, ...]:
+def _queue_configs(queues: str, kmq_overrides: dict[str, Any]) -> tuple[KmqConfig, ...]:
     names = _split(queues) or _split(os.environ.get(env_name("queue_topic"), ""))
     if not names:
         raise ConfigError(env_name("api_queues"), "name at least one queue (comma-separated)")
@@ -60,13 +61,13 @@ def _queue_configs(queues: str) -> tuple[KmqConfig, ...]:
         for field in _PER_QUEUE:
             if os.environ.get(env_name(field)):
                 raise ConfigError(env_name(field), "cannot apply to several queues; unset it (names derive per queue)")
-    return tuple(_one_queue(name, single=len(names) == 1) for name in names)
+    return tuple(_one_queue(name, len(names) == 1, kmq_overrides) for name in names)
 
 
-def _one_queue(name: str, single: bool) -> KmqConfig:
+def _one_queue(name: str, single: bool, kmq_overrides: dict[str, Any]) -> KmqConfig:
     if single:
-        return KmqConfig.from_env(queue_topic=name)
-    return KmqConfig.from_env(queue_topic=name, **dict.fromkeys(_PER_QUEUE, ""))
+        return KmqConfig.from_env(**kmq_overrides, queue_topic=name)
+    return KmqConfig.from_env(**kmq_overrides, queue_topic=name, **dict.fromkeys(_PER_QUEUE, ""))
 
 
 def _split(text: str) -> list[str]:

@@ -11,7 +11,9 @@ import uvicorn
 
 from api.app import create_app
 from api.config import ApiConfig
+from kmq.admin import check_topics
 from kmq.cli.errors import friendly_errors
+from kmq.cli.options import BootstrapOption, parse_log_level
 
 HostOption = Annotated[str | None, typer.Option("--host", help="listen address (0.0.0.0) (env KMQ_API_HOST)")]
 PortOption = Annotated[
@@ -26,6 +28,7 @@ MarkerFormatOption = Annotated[
 
 @friendly_errors
 def api(
+    bootstrap_servers: BootstrapOption = None,
     host: HostOption = None,
     port: PortOption = None,
     log_level: LogLevelOption = "info",
@@ -33,19 +36,36 @@ def api(
 ) -> None:
     """Serve the REST facade (OpenAPI docs at /docs) until SIGTERM or Ctrl-C.
 
-    Configured by KMQ_API_QUEUES, KMQ_API_KEYS (or KMQ_API_ALLOW_ANONYMOUS=true), KMQ_API_RECEIPT_SECRET,
-    KMQ_API_MAX_BODY_BYTES, KMQ_API_MAX_MESSAGE_BYTES, KMQ_API_WRITE_TIMEOUT_MS, KMQ_API_HOST, KMQ_API_PORT,
-    and the shared KMQ_* settings (KMQ_BOOTSTRAP_SERVERS, KMQ_MSG_TIMEOUT_MS, ...); flags win.
+    Configured by KMQ_API_QUEUES, KMQ_API_KEYS (or KMQ_API_ALLOW_ANONYMOUS=true), KMQ_API_RECEIPT_SECRET and
+    the other KMQ_API_* variables below, and the shared KMQ_* settings (KMQ_BOOTSTRAP_SERVERS, KMQ_MSG_TIMEOUT_MS,
+    ...); flags win.
     """
+    level = parse_log_level(log_level)
     overrides: dict[str, Any] = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
-    config = ApiConfig.from_env(**overrides)
+    kmq_overrides = {"bootstrap_servers": bootstrap_servers} if bootstrap_servers is not None else {}
+    config = ApiConfig.from_env(kmq_overrides, **overrides)
     if marker_format is not None:
         queues = tuple(queue.with_overrides(marker_format=marker_format) for queue in config.queues)
         config = config.model_copy(update={"queues": queues})
-    serve(config, log_level)
+    # Checked here, in one line through friendly_errors, rather than by the app's start-up inside uvicorn, which
+    # reports a missing topic or an unreachable broker as a page of traceback.
+    _check_topics(config)
+    serve(config, level)
 
 
-def serve(config: ApiConfig, log_level: str = "info") -> None:
+def _check_topics(config: ApiConfig) -> None:
+    """Every queue's topics exist and line up; librdkafka's connection retries stay out of the one-line error."""
+    kafka_log = logging.getLogger("kmq.kafka")
+    before = kafka_log.level
+    kafka_log.setLevel(logging.CRITICAL)
+    try:
+        for queue in config.queues:
+            check_topics(queue)
+    finally:
+        kafka_log.setLevel(before)
+
+
+def serve(config: ApiConfig, log_level: int = logging.INFO) -> None:
     """Run uvicorn with the app until it is stopped (uvicorn handles SIGTERM: the lifespan then flushes)."""
     app = create_app(config)
     # This process is the application, so it may tune the collector (kmq, a library, never does): what exists now
@@ -53,16 +73,24 @@ def serve(config: ApiConfig, log_level: str = "info") -> None:
     # walk it again, on the event loop, in the middle of requests.
     gc.collect()
     gc.freeze()
-    uvicorn.run(app, host=config.host, port=config.port, log_level=log_level.lower())
+    uvicorn.run(app, host=config.host, port=config.port, log_level=log_level)
+
+
+def settings_epilog() -> str:
+    """Every `KMQ_API_*` variable, generated from the config class so the help never falls behind it."""
+    return (
+        f"Its own settings: {', '.join(ApiConfig.env_names())}. "
+        "The shared KMQ_* settings, and what each variable means: README.md, Configuration."
+    )
 
 
 def register(app: typer.Typer) -> None:
-    app.command("api")(api)
+    app.command("api", epilog=settings_epilog())(api)
 
 
 def main() -> None:
     """`python -m api`."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command()(api)
+    app.command(epilog=settings_epilog())(api)
     app(prog_name="python -m api")

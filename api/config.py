@@ -69,8 +69,9 @@ class ApiConfig(FrozenConfig):
         return api_env_names()
 
     @classmethod
-    def from_env(cls, **overrides: Any) -> ApiConfig:
-        """Read `KMQ_API_*` and the shared `KMQ_*` variables (entry points only); `overrides` win."""
+    def from_env(cls, kmq_overrides: dict[str, Any] | None = None, **overrides: Any) -> ApiConfig:
+        """Read `KMQ_API_*` and the shared `KMQ_*` variables (entry points only); `overrides` win, and
+        `kmq_overrides` (KmqConfig fields, e.g. `bootstrap_servers`) win for every queue."""
         from api._env import api_config_from_env
 
-        return api_config_from_env(**overrides)
+        return api_config_from_env(kmq_overrides, **overrides)

@@ -9,11 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from kmq.cli.errors import fail, friendly_errors
-from kmq.cli.options import BootstrapOption, QueueOption
-from kmq.config import KmqConfig
+from kmq.cli.errors import friendly_errors
+from kmq.cli.options import BootstrapOption, QueueOption, env_hint, parse_log_level, with_env_hint
 from kmq.errors import ConfigError
-from kmq.settings import env_name
 from tracker.config import ENV_FIELD_PREFIX, TrackerConfig
 from tracker.service import TrackerService
 
@@ -78,15 +76,23 @@ def tracker(
     service.run()
 
 
+def settings_epilog() -> str:
+    """Every `KMQ_TRACKER_*` variable, generated from the config class so the help never falls behind it."""
+    return (
+        f"Its own settings: {', '.join(TrackerConfig.env_names())}. "
+        "The shared KMQ_* settings, and what each variable means: README.md, Configuration."
+    )
+
+
 def register(app: typer.Typer) -> None:
-    app.command("tracker")(tracker)
+    app.command("tracker", epilog=settings_epilog())(tracker)
 
 
 def main() -> None:
     """`python -m tracker`."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-    app.command()(tracker)
+    app.command(epilog=settings_epilog())(tracker)
     app(prog_name="python -m tracker")
 
 
@@ -94,20 +100,7 @@ def _load(core: dict[str, Any], own: dict[str, Any]) -> TrackerConfig:
     try:
         return TrackerConfig.from_env(kmq_overrides=core, **own)
     except ConfigError as e:
-        hint = _env_hint(e.field)
-        raise fail(f"{e} (set {hint} or its flag)" if hint else str(e)) from e
-
-
-def _env_hint(field: str) -> str | None:
-    """The environment variable behind a config field, for the error message."""
-    name = field.removeprefix("kmq.")
-    if field.startswith("KMQ_"):
-        return field
-    if name != field or name in KmqConfig.model_fields:
-        return env_name(name)
-    if name in TrackerConfig.model_fields:
-        return env_name(ENV_FIELD_PREFIX + name)
-    return None
+        raise with_env_hint(e, env_hint(e.field, TrackerConfig, ENV_FIELD_PREFIX)) from e
 
 
 def _given(values: dict[str, Any]) -> dict[str, Any]:
@@ -120,9 +113,6 @@ def _stop(service: TrackerService, signum: int, frame: FrameType | None) -> None
 
 
 def _set_log_level(level: str) -> None:
-    numeric = logging.getLevelName(level.upper())
-    if not isinstance(numeric, int):
-        raise fail(f"--log-level: unknown level {level!r} (use debug, info, warning or error)")
-    logging.getLogger("tracker").setLevel(numeric)
+    logging.getLogger("tracker").setLevel(parse_log_level(level))
     if not logging.getLogger().handlers:
         logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -24,6 +24,7 @@ from kmq.errors import BenchError, ConfigError
 _defaults = BenchOptions()
 _REPORT_WIDTH = 160
 _SPARK_CONTENDERS = ("spark-kafka", "spark-kmq")
+_EVERY_CONTENDER = (*ALL_CONTENDERS, *_SPARK_CONTENDERS)
 
 
 @friendly_errors
@@ -35,7 +36,7 @@ def bench(
     size: Annotated[int, typer.Option(min=0, help="message value size, bytes")] = _defaults.size,
     batch: Annotated[int, typer.Option(min=1, help="messages per receive / consume")] = _defaults.batch,
     repeat: Annotated[int, typer.Option(min=1, help="runs of each contender (alternating); medians")] = 3,
-    contenders: Annotated[str, typer.Option(help=f"comma-separated, from {','.join(ALL_CONTENDERS)}")] = ",".join(
+    contenders: Annotated[str, typer.Option(help=f"comma-separated, from {','.join(_EVERY_CONTENDER)}")] = ",".join(
         CONTENDERS
     ),
     tracker_pending: Annotated[
@@ -111,7 +112,7 @@ def _profile_dir(path: Path) -> Path:
 def _contenders(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     if not names:
-        raise ConfigError("--contenders", f"name at least one of {', '.join(ALL_CONTENDERS)}")
+        raise ConfigError("--contenders", f"name at least one of {', '.join(_EVERY_CONTENDER)}")
     if WORKER in names and KMQ not in names:
         names = (KMQ, *names)  # the worker is measured against the bare client, in the same rounds
     return names

@@ -10,12 +10,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from kmq.cli.errors import friendly_errors
+from kmq.cli.errors import StdoutConsole, friendly_errors
 from kmq.cli.options import BootstrapOption, QueueOption, build_config
 from kmq.client import KmqClient
 from kmq.message import Message
 
-_out = Console(highlight=False, soft_wrap=True)
+_out = StdoutConsole(highlight=False, soft_wrap=True)
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
@@ -49,10 +49,12 @@ def consume(
                 break
             for msg in batch:
                 dropped = chance.random() < drop_rate
+                # Printed (and flushed) before the acknowledgement: a message whose output fails (a closed pipe, a
+                # full disk, Ctrl-C) stays unacknowledged and is redelivered, never acknowledged yet never shown.
+                _print(msg, dropped)
                 if not dropped:
                     client.processed(msg)
                     acked += 1
-                _print(msg, dropped)
             seen += len(batch)
     _err.print(f"received {seen} messages, acknowledged {acked}")
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -17,13 +19,25 @@ R = TypeVar("R")
 err_console = Console(stderr=True, highlight=False)
 
 
+BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool whose reader closed the pipe
+
+
+class StdoutConsole(Console):
+    """A console for a command's output: a closed pipe raises BrokenPipeError, which `friendly_errors` turns into
+    a quiet exit 141 (rich's own handling exits 1, and fails outright where stdout has no file descriptor)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
     err_console.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
     return typer.Exit(code)
 
 
 def friendly_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Report kmq and Kafka errors as `error: ...` on stderr with exit code 1."""
+    """Report kmq and Kafka errors as `error: ...` on stderr with exit code 1 (130 on Ctrl-C, 141 on a closed pipe)."""
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -35,5 +49,18 @@ def friendly_errors(func: Callable[P, R]) -> Callable[P, R]:
             raise fail(f"Kafka: {e.args[0].str() if e.args else e}") from e
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
+        except BrokenPipeError:
+            # The reader went away (`kmq consume | head`): end quietly, as Unix tools killed by SIGPIPE do.
+            _discard_stdout()
+            raise typer.Exit(BROKEN_PIPE) from None
 
     return wrapper
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush does not fail on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (captured output)
+        pass

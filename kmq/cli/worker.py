@@ -6,13 +6,13 @@ import logging
 import os
 import signal
 from types import FrameType
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from prometheus_client import start_http_server
 
 from kmq.cli.errors import fail, friendly_errors
-from kmq.cli.options import BootstrapOption, QueueOption, build_config
+from kmq.cli.options import BootstrapOption, QueueOption, build_config, parse_log_level
 from kmq.worker import Worker, WorkerConfig
 from kmq.worker.loader import load_handler
 
@@ -61,7 +61,10 @@ def worker(
     )
     runtime = Worker(load_handler(handler), config, settings=settings)
     if metrics_port is not None:
-        start_http_server(metrics_port, registry=runtime.metrics.registry)
+        try:
+            start_http_server(metrics_port, registry=runtime.metrics.registry)
+        except OSError as e:  # the port is taken, or below 1024 without the right
+            raise fail(f"--metrics-port {metrics_port}: {e.strerror or e}") from e
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda number, frame: _on_signal(runtime, number, frame))
     _log.info("worker on %s: %s, concurrency %d", config.queue_topic, handler, concurrency)
@@ -79,10 +82,7 @@ def _on_signal(runtime: Worker, signum: int, frame: FrameType | None) -> None:
 
 
 def _set_log_level(level: str) -> None:
-    numeric: Any = logging.getLevelName(level.upper())
-    if not isinstance(numeric, int):
-        raise fail(f"--log-level: unknown level {level!r} (use debug, info, warning or error)")
-    logging.getLogger("kmq").setLevel(numeric)
+    logging.getLogger("kmq").setLevel(parse_log_level(level))
 
 
 def register(app: typer.Typer) -> None:

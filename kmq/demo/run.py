@@ -202,7 +202,8 @@ def _stop_all(console: Console, children: Children) -> None:
 
 
 def _keep_or_remove_logs(console: Console, log_dir: Path, keep: bool) -> None:
-    if keep:
+    # Empty when the run failed before any child started (an unreachable cluster): nothing worth pointing at.
+    if keep and any(log_dir.iterdir()):
         console.print(f"logs of the child processes: {log_dir}")
     else:
         shutil.rmtree(log_dir, ignore_errors=True)

@@ -83,6 +83,12 @@ def test_misaligned_topics_are_refused_naming_both_counts(kafka: KafkaCluster) -
     assert_one_line_error(result, "has 1 partitions", "has 2")
 
 
+def test_api_refuses_a_queue_without_topics_in_one_line(kafka: KafkaCluster) -> None:
+    queue = unique_topic("cli-api")
+    settings = {"KMQ_API_QUEUES": queue, "KMQ_API_KEYS": "k", "KMQ_API_RECEIPT_SECRET": "s" * 32}
+    assert_one_line_error(kmq(kafka, "api", "--port", "1", **settings), queue, "does not exist")
+
+
 def test_an_unreachable_cluster_is_named(kafka: KafkaCluster) -> None:
     result = kmq(kafka, "send", "-q", "jobs", "x", KMQ_BOOTSTRAP_SERVERS="127.0.0.1:1", KMQ_METADATA_TIMEOUT_MS="1000")
     assert_one_line_error(result, "cannot reach Kafka at 127.0.0.1:1")

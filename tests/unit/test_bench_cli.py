@@ -40,3 +40,19 @@ def test_help_lists_the_knobs() -> None:
     for option in ("--backend", "--bootstrap-servers", "--messages", "--partitions", "--size", "--batch", "--repeat"):
         assert option in result.stdout
     assert "--json" in result.stdout and "--plot" in result.stdout
+
+
+def test_help_names_every_contender() -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("KMQ_")}
+    result = subprocess.run(
+        [sys.executable, "-c", KMQ_CLI, "bench", "--help"],
+        env={**clean, "COLUMNS": "400", "TERMINAL_WIDTH": "400"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "plain,kmq" in result.stdout
+    for contender in ("jvm-kmq", "spark-kafka", "spark-kmq"):
+        assert contender in result.stdout

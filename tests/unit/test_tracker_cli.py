@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from kmq.cli._app import _register_all, app
 from tracker.cli import tracker
+from tracker.config import TrackerConfig
 
 runner = CliRunner()
 
@@ -79,3 +80,20 @@ def test_python_m_tracker_fails_cleanly_without_configuration() -> None:
     assert done.returncode == 1
     assert "KMQ_BOOTSTRAP_SERVERS" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("command", [["-m", "tracker"], ["-c", "from kmq.cli import main; main()", "tracker"]])
+def test_help_names_every_tracker_variable(command: list[str]) -> None:
+    result = subprocess.run(
+        [sys.executable, *command, "--help"],
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "400", "TERMINAL_WIDTH": "400"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    names = TrackerConfig.env_names()
+    assert len(names) > 6
+    for name in names:
+        assert name in result.stdout
