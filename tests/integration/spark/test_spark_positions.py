@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from kmq.config import KmqConfig
 from kmq.errors import TopicMissingError
 from kmq.producer import KmqProducer, OutgoingMessage
 from kmq.spark.positions import QueuePositions
@@ -14,10 +15,16 @@ from tests.conftest import MakeConfig
 from tests.helpers import committed_offsets, wait_for
 
 
-def test_a_new_group_starts_at_the_first_offsets_and_sees_every_partitions_end(make_config: MakeConfig) -> None:
-    config = make_config(partitions=3)
+def filled(make_config: MakeConfig, partitions: int, count: int) -> KmqConfig:
+    """A queue of `partitions` with `count` messages sent round-robin over them."""
+    config = make_config(partitions=partitions)
     with KmqProducer(config) as producer:
-        producer.send_batch(OutgoingMessage(b"x", None, None, n % 3) for n in range(30))
+        producer.send_batch(OutgoingMessage(b"x", None, None, n % partitions) for n in range(count))
+    return config
+
+
+def test_a_new_group_starts_at_the_first_offsets_and_sees_every_partitions_end(make_config: MakeConfig) -> None:
+    config = filled(make_config, partitions=3, count=30)
     positions = QueuePositions(config)
     try:
         assert positions.committed() == {0: 0, 1: 0, 2: 0}
@@ -31,9 +38,7 @@ def test_a_new_group_starts_at_the_first_offsets_and_sees_every_partitions_end(m
 
 
 def test_ends_asked_first_and_a_committed_group_are_both_answered(make_config: MakeConfig) -> None:
-    config = make_config(partitions=2)
-    with KmqProducer(config) as producer:
-        producer.send_batch(OutgoingMessage(b"x", None, None, n % 2) for n in range(8))
+    config = filled(make_config, partitions=2, count=8)
     first = QueuePositions(config)
     try:
         assert first.ends() == {0: 4, 1: 4}  # parked on the first call when committed() was never asked
@@ -51,9 +56,7 @@ def test_ends_asked_first_and_a_committed_group_are_both_answered(make_config: M
 def test_ends_are_right_whether_the_group_is_behind_or_at_the_end(make_config: MakeConfig) -> None:
     # the consumer is parked where the group stands: a backlog answers at once, a partition read to its end waits for
     # fetch.wait.max.ms; both must report the partition's end
-    config = make_config(partitions=3)
-    with KmqProducer(config) as producer:
-        producer.send_batch(OutgoingMessage(b"x", None, None, n % 3) for n in range(30))
+    config = filled(make_config, partitions=3, count=30)
     first = QueuePositions(config)
     try:
         first.committed()
