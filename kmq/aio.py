@@ -71,10 +71,6 @@ class AsyncKmqClient:
     def failed_markers(self) -> int:
         return self.client.failed_markers
 
-    @property
-    def failed_commits(self) -> int:
-        return self.client.failed_commits
-
     async def close(self, timeout_s: float = 30.0) -> None:
         """Flush markers, leave the group, stop the threads. Idempotent."""
         if self._closed:

@@ -7,7 +7,6 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from types import TracebackType
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import Message as KafkaMessage
@@ -30,7 +29,6 @@ from kmq.kafka import consumer_settings, produce, producer_settings
 from kmq.marker_writer import MarkerWriter, StartWriter, first_of
 from kmq.markers import MarkerKey
 from kmq.message import Message, Offsets, from_records, offsets_by_partition
-from kmq.offset_commits import AsyncCommits
 from kmq.retention import RetentionLimit
 
 _log = logging.getLogger(__name__)
@@ -49,15 +47,8 @@ class KmqClient:
         self.config = config
         self._marker_timeout_s = marker_timeout_s
         isolation = {"isolation_level": "read_committed"}
-        settings: dict[str, Any] = {**consumer_settings(config, config.group_id, **isolation)}
-        # 3. asynchronously, after the STARTs are durable (not in a transaction, which commits with them).
-        self._commits = AsyncCommits(config.queue_topic) if config.async_commit and not config.transactional else None
-        if self._commits is None:
-            self._consumer = Consumer(settings)
-            self._consumer.subscribe([config.queue_topic])
-        else:
-            self._consumer = Consumer({**settings, "on_commit": self._commits.on_commit})
-            self._consumer.subscribe([config.queue_topic], on_revoke=self._commits.on_revoke)
+        self._consumer = Consumer(consumer_settings(config, config.group_id, **isolation))
+        self._consumer.subscribe([config.queue_topic])
         self._ends: EndBatcher | None = None
         try:
             self._markers = MarkerWriter(config)
@@ -84,8 +75,7 @@ class KmqClient:
     def receive(
         self, max_messages: int = 500, timeout_s: float = 1.0, msg_timeout_ms: int | None = None
     ) -> list[Message]:
-        """One batch: START markers durable, then offsets committed (sent without waiting with `async_commit`, the
-        default), then the messages (empty on timeout).
+        """One batch: START markers durable, then offsets committed, then the messages (empty on timeout).
 
         `msg_timeout_ms` overrides the configured time the application has before a redelivery.
         """
@@ -109,10 +99,7 @@ class KmqClient:
             self._in_transaction(offsets, commit, timeout_ms)
         else:
             self._write_starts(offsets, timeout_ms)  # 2. STARTs, acks=all.
-            if self._commits is not None:  # 3. Commit the batch's offsets, without waiting (PROTOCOL.md allows it).
-                self._commits.commit(self._consumer, {tp.partition: tp.offset for tp in commit})
-            else:  # 3. Commit the batch's offsets and wait.
-                self._commit(offsets, commit)
+            self._commit(offsets, commit)  # 3. Commit the batch's offsets.
         # 4. Hand the messages to the application.
         return messages
 
@@ -195,14 +182,8 @@ class KmqClient:
         """END/nack/extend markers the broker did not acknowledge (each may cause a redelivery)."""
         return self._markers.failed_markers
 
-    @property
-    def failed_commits(self) -> int:
-        """Asynchronous offset commits that failed (`async_commit`): each may cause re-reads, never a loss."""
-        return self._commits.failed if self._commits is not None else 0
-
     def close(self, timeout_s: float = 30.0) -> None:
-        """Flush outstanding markers, commit the offsets of every batch received, leave the consumer group.
-        Idempotent."""
+        """Flush outstanding markers and leave the consumer group. Idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -211,11 +192,7 @@ class KmqClient:
                 self._ends.close()
             self.flush(timeout_s)
         finally:
-            try:
-                if self._commits is not None:
-                    self._commits.close(self._consumer)
-            finally:
-                self._consumer.close()
+            self._consumer.close()
 
     def __enter__(self) -> KmqClient:
         return self

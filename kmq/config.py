@@ -38,11 +38,6 @@ class KmqConfig(FrozenConfig):
         15_000, gt=0, description="how long start-up checks wait for the cluster before reporting it unreachable"
     )
     transactional: bool = Field(False, description="write START markers and commit offsets in one transaction")
-    async_commit: bool = Field(
-        True,
-        description="commit a batch's offsets without waiting, once its STARTs are durable (a failed commit costs"
-        " re-reads, never a message); not in transactional mode",
-    )
     marker_format: Literal["kmq", "batch"] = Field(
         "batch",
         description="`kmq`: two markers per message (JVM kmq compatible); `batch`: per batch (this project's tracker)",

@@ -125,7 +125,7 @@ class PartitionErrors:
 
 
 def test_a_per_partition_commit_error_is_a_failed_commit_and_the_batch_comes_again(make_config: MakeConfig) -> None:
-    config = make_config(partitions=1, async_commit=False)  # waited for (the default's is tested in ..._async_commit)
+    config = make_config(partitions=1)
     send(config, COUNT)
     with KmqClient(config, marker_timeout_s=10) as client:
         client._consumer = PartitionErrors(client._consumer)  # type: ignore[assignment]  # duck-typed
