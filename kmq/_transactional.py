@@ -84,9 +84,9 @@ class TransactionalStarts:
         """A new producer, same transactional id: initialising it fences the old one and aborts its transaction."""
         try:
             self._writer = StartWriter(self.config, self._new_producer(timeout_s))
-        except TransactionalSetupError as e:
-            self.fatal_error = e.detail
-            _log.error("the transactional producer for %s cannot be replaced: %s", self.config.markers_topic, e.detail)
+        except (TransactionalSetupError, KafkaException) as e:  # (a Producer refusing its settings: the latter)
+            self.fatal_error = e.detail if isinstance(e, TransactionalSetupError) else _describe(e)
+            _log.error("the transactional producer for %s cannot be replaced: %s", self.config.markers_topic, e)
             return False
         self.fatal_error = None
         self._needs_abort = False
