@@ -26,7 +26,9 @@ MakeConfig = Callable[..., KmqConfig]
 
 
 def test_receive_writes_batch_starts_and_unacked_messages_come_back(make_config: MakeConfig) -> None:
-    queue = make_config(partitions=2, marker_format="batch", msg_timeout_ms=1500)
+    # 4 s: the ack of the first 7 must land before their deadline even on a loaded machine (at 1.5 s a loaded CI
+    # run got acked messages back, most likely redelivered because the ack came after their deadline)
+    queue = make_config(partitions=2, marker_format="batch", msg_timeout_ms=4000)
     tracker = TrackerService(TrackerConfig(kmq=queue, http_enabled=False, commit_interval_ms=200)).run_in_thread()
     try:
         assert tracker.wait_ready(30)
