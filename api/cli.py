@@ -14,6 +14,7 @@ from api.config import ApiConfig
 from kmq.admin import check_topics
 from kmq.cli.errors import friendly_errors
 from kmq.cli.options import BootstrapOption, parse_log_level
+from kmq.cli.options import settings_epilog as shared_epilog
 
 HostOption = Annotated[str | None, typer.Option("--host", help="listen address (0.0.0.0) (env KMQ_API_HOST)")]
 PortOption = Annotated[
@@ -77,11 +78,7 @@ def serve(config: ApiConfig, log_level: int = logging.INFO) -> None:
 
 
 def settings_epilog() -> str:
-    """Every `KMQ_API_*` variable, generated from the config class so the help never falls behind it."""
-    return (
-        f"Its own settings: {', '.join(ApiConfig.env_names())}. "
-        "The shared KMQ_* settings, and what each variable means: README.md, Configuration."
-    )
+    return shared_epilog(ApiConfig.env_names())
 
 
 def register(app: typer.Typer) -> None:

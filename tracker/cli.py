@@ -11,6 +11,7 @@ import typer
 
 from kmq.cli.errors import friendly_errors
 from kmq.cli.options import BootstrapOption, QueueOption, env_hint, parse_log_level, with_env_hint
+from kmq.cli.options import settings_epilog as shared_epilog
 from kmq.errors import ConfigError
 from tracker.config import ENV_FIELD_PREFIX, TrackerConfig
 from tracker.service import TrackerService
@@ -77,11 +78,7 @@ def tracker(
 
 
 def settings_epilog() -> str:
-    """Every `KMQ_TRACKER_*` variable, generated from the config class so the help never falls behind it."""
-    return (
-        f"Its own settings: {', '.join(TrackerConfig.env_names())}. "
-        "The shared KMQ_* settings, and what each variable means: README.md, Configuration."
-    )
+    return shared_epilog(TrackerConfig.env_names())
 
 
 def register(app: typer.Typer) -> None:

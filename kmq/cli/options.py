@@ -50,6 +50,13 @@ def parse_log_level(level: str) -> int:
     return numeric
 
 
+def settings_epilog(own: list[str] | tuple[str, ...]) -> str:
+    """A command's help ending: its own variables (generated from its config class, so the help never falls behind
+    it), and where the shared ones are described."""
+    shared = "The shared KMQ_* settings, and what each variable means: README.md, Configuration."
+    return f"Its own settings: {', '.join(own)}. {shared}"
+
+
 def build_config(bootstrap_servers: str | None, queue: str | None, **fields: Any) -> KmqConfig:
     """`KMQ_*` variables, overridden by the flags that were given; a bad or missing setting names its variable."""
     overrides = {"bootstrap_servers": bootstrap_servers, "queue_topic": queue, **fields}
