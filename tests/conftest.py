@@ -7,6 +7,7 @@
 - `kafka_tansu`, `kafka_mock` (session): an embedded tansu / mock broker (the `kafka` one when that is the backend);
   skipped on an external cluster. They carry the smoke set that keeps the stand-ins working.
 - `kafka_nodes` (session): a 3-node embedded Apache Kafka, only for the tests that ask for it (kafka backend).
+- `secure_kafka` (session): an embedded Apache Kafka with a SASL_SSL listener and ACLs, likewise.
 - `cluster`: the cluster `make_config` uses, `kafka` by default. A module runs on the stand-ins too with::
 
       @pytest.fixture(params=["kafka", "kafka_tansu", "kafka_mock"])
@@ -32,6 +33,7 @@ import pytest
 
 from kmq.config import KmqConfig
 from kmq.embedded import EmbeddedKafka, ExternalKafka, KafkaCluster, default_backend
+from tests.secure_kafka import start_secure_kafka
 
 INTEGRATION_DIR = Path(__file__).parent / "integration"
 MakeConfig = Callable[..., KmqConfig]
@@ -97,6 +99,19 @@ def kafka_nodes() -> Iterator[EmbeddedKafka]:
         pytest.skip("a 3-node cluster needs the embedded kafka backend (KMQ_TEST_BACKEND=kafka)")
     with EmbeddedKafka("kafka", nodes=3) as embedded:
         yield embedded
+
+
+@pytest.fixture(scope="session")
+def secure_kafka() -> Iterator[EmbeddedKafka]:
+    """A one-node Apache Kafka with a SASL_SSL listener (SCRAM-SHA-512, TLS from a throwaway CA, ACLs enforced) and
+    the users of tests/secure_kafka.py, started once per session by the tests that ask for it (kafka backend)."""
+    if external_cluster_requested() or backend_under_test() != "kafka":
+        pytest.skip("the SASL_SSL listener is the embedded kafka backend's (KMQ_TEST_BACKEND=kafka)")
+    kafka = start_secure_kafka()
+    try:
+        yield kafka
+    finally:
+        kafka.stop()
 
 
 @pytest.fixture

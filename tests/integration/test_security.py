@@ -5,8 +5,6 @@ a missing ACL each fail at once with an error that says what to fix, and the pas
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,52 +18,17 @@ from pydantic import SecretStr
 from api.app import create_app
 from api.config import ApiConfig
 from kmq.client import KmqClient
-from kmq.config import KmqConfig
 from kmq.embedded import EmbeddedKafka
 from kmq.embedded._jvm import java_binary
 from kmq.embedded._tls import make_ca
 from kmq.errors import KafkaSecurityError, MarkerWriteError
 from kmq.producer import KmqProducer, OutgoingMessage
 from kmq.spark.positions import QueuePositions
-from tests.conftest import backend_under_test, external_cluster_requested
 from tests.helpers import wait_for
+from tests.secure_kafka import APP_PASSWORD, grant, grant_queue, new_queue
 from tracker import TrackerConfig, TrackerService
 
-ADMIN_PASSWORD = "admin-secret-7f3e"
-APP_PASSWORD = "app-secret-9c1d"
 AUTH = {"Authorization": "Bearer security-key"}
-
-
-@pytest.fixture(scope="module")
-def secure_kafka() -> Iterator[EmbeddedKafka]:
-    if external_cluster_requested() or backend_under_test() != "kafka":
-        pytest.skip("the SASL_SSL listener is the embedded kafka backend's (KMQ_TEST_BACKEND=kafka)")
-    with EmbeddedKafka("kafka", secure=True) as kafka:
-        kafka.create_user("admin", ADMIN_PASSWORD)
-        kafka.create_user("app", APP_PASSWORD)
-        yield kafka
-
-
-def grant(kafka: EmbeddedKafka, user: str, resource: ResourceType, name: str, *operations: AclOperation) -> None:
-    """ACLs on every topic or group whose name starts with `name`, made on the broker's own listener."""
-    admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
-    bindings = [
-        AclBinding(resource, name, ResourcePatternType.PREFIXED, f"User:{user}", "*", op, AclPermissionType.ALLOW)
-        for op in operations
-    ]
-    for future in admin.create_acls(bindings, request_timeout=30).values():
-        future.result(timeout=30)
-
-
-def new_queue(kafka: EmbeddedKafka, tmp_path: Path) -> tuple[KmqConfig, KmqConfig]:
-    """A queue made by the admin user, and the app user's config for it (its password from a file, as a mounted
-    Kubernetes Secret gives it), with its topics and groups granted to it."""
-    queue = f"t-secure-{uuid.uuid4().hex[:8]}"
-    kafka.ensure_topics(kafka.secure_config(queue, "admin", ADMIN_PASSWORD), 2)
-    password_file = tmp_path / "sasl-password"
-    password_file.write_text(APP_PASSWORD + "\n")
-    app = kafka.secure_config(queue, "app", "", sasl_password_file=str(password_file), msg_timeout_ms=2000)
-    return kafka.secure_config(queue, "admin", ADMIN_PASSWORD), app
 
 
 def test_the_whole_flow_runs_over_sasl_ssl_and_the_password_shows_nowhere(
@@ -73,9 +36,7 @@ def test_the_whole_flow_runs_over_sasl_ssl_and_the_password_shows_nowhere(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     _, config = new_queue(secure_kafka, tmp_path)
-    all_operations = (AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE)
-    grant(secure_kafka, "app", ResourceType.TOPIC, config.queue_topic, *all_operations)
-    grant(secure_kafka, "app", ResourceType.GROUP, config.queue_topic, AclOperation.READ, AclOperation.DESCRIBE)
+    grant_queue(secure_kafka, "app", config)
     expected = {f"m{i}".encode() for i in range(30)}
     with KmqProducer(config) as producer:
         producer.send_batch(OutgoingMessage(value) for value in sorted(expected))
