@@ -20,6 +20,7 @@ from confluent_kafka import Message as KafkaMessage
 from kmq.config import KafkaValue, KmqConfig
 from kmq.errors import BrokerUnavailableError
 from kmq.headers import Headers
+from kmq.kafka import is_unknown_partition, learn_partitions
 
 _log = logging.getLogger(__name__)
 ANY_PARTITION = -1
@@ -132,6 +133,7 @@ class AsyncProducer:
         return len(records)
 
     def _produce_one(self, record: Record, report: functools.partial[None], wait_for_room: bool) -> bool:
+        learned = False
         while True:
             try:
                 self._producer.produce(
@@ -147,7 +149,12 @@ class AsyncProducer:
                     return False
                 self._producer.poll(_SERVE_INTERVAL_S)  # the local queue is full: wait for room
             except KafkaException as e:
-                report(e.args[0] if e.args else KafkaError(KafkaError._FAIL), None)
+                error = e.args[0] if e.args else KafkaError(KafkaError._FAIL)
+                if is_unknown_partition(error) and not learned:  # a partition added since (kmq topics grow)
+                    learn_partitions(self._producer, record.topic)
+                    learned = True
+                    continue
+                report(error, None)
                 return True
             else:
                 return True

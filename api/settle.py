@@ -51,7 +51,7 @@ async def settle(
     """One result per token, in order; raises BrokerUnavailableError when the cluster is unreachable."""
     now_ms = int(time.time() * 1000)
     results, writes = _judge(tokens, queue.name, signer, settlement.action, now_ms)
-    await _caught_up(queue)
+    await _caught_up(queue, {write.receipt.partition for write in writes})
     with _reserved(queue, metrics, writes):
         markers = plan(queue.config, writes, settlement.action, now_ms, settlement.delay_ms, settlement.timeout_ms)
         outcomes = await queue.producer.produce([marker.record for marker in markers])
@@ -83,12 +83,13 @@ def _judge(
     return results, writes
 
 
-async def _caught_up(queue: ServedQueue) -> None:
-    """Wait until this replica has read every note written before it started (503 if that takes too long)."""
-    if queue.settled.caught_up.is_set():
+async def _caught_up(queue: ServedQueue, partitions: set[int]) -> None:
+    """Wait until this replica has read every note written before it started, and those of `partitions` (one
+    added by `kmq topics grow` since it started is read from its start): 503 if that takes too long."""
+    if queue.settled.has_read(partitions):
         return
     timeout_s = queue.producer.timeout_s
-    if not await anyio.to_thread.run_sync(queue.settled.caught_up.wait, timeout_s):
+    if not await anyio.to_thread.run_sync(queue.settled.wait_read, partitions, timeout_s):
         raise BrokerUnavailableError(
             queue.config.bootstrap_servers, f"{queue.config.markers_topic} not read up to its end in {timeout_s:.0f}s"
         )

@@ -4,6 +4,10 @@ Each replica reads every markers partition (assigned, not subscribed: every repl
 under group `<markers topic>__api`, the offset a restarted replica must read from: the first note still remembered
 on that partition, else how far it has read. Settles wait until the view has read up to the end it found at start
 (partition EOF), so a restarted replica never takes a settled receipt for a fresh one.
+
+Partitions added to the markers topic while it runs (`kmq topics grow`) are read too: the view looks for them every
+`TOPIC_CHECK_S`, and at once when a settle names a partition it does not read yet; such a settle waits until the new
+partition is read up to its end, as every settle waits at start.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ COMMIT_INTERVAL_S = 2.0
 _POLL_S = 0.1
 _BATCH = 1000
 _COMMITTED_TIMEOUT_S = 5.0
+TOPIC_CHECK_S = 10.0  # how often the view looks for partitions added to the markers topic
 _KEY_BYTES = 12
 
 
@@ -60,8 +65,11 @@ class SettleView:
         self._lock = threading.Lock()
         self._positions: dict[int, int] = {}
         self._not_at_end = set(range(partitions))
+        self._read_to_end: set[int] = set()  # partitions read up to the end they had when the view began reading them
+        self._changed = threading.Condition(self._lock)  # notified when a partition is read up to its end
+        self._look_for_partitions = threading.Event()
         self._consumer = Consumer(consumer_settings(config, self.group_id, enable_partition_eof=True))
-        self._partitions = partitions
+        self._partitions = partitions  # markers partitions read: 0 .. partitions - 1
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"kmq-api-settled-{config.queue_topic}", daemon=True)
         self._thread.start()
@@ -79,6 +87,25 @@ class SettleView:
         """`settled_by` of each (partition, offset, issued_at_ms), under one lock."""
         with self._lock:
             return [self._settlements.settled_by(*delivery) for delivery in deliveries]
+
+    def has_read(self, partitions: set[int]) -> bool:
+        """Whether every one of `partitions` was read up to the end it had when the view began reading it, and so
+        was every partition the view found at start: settles of their receipts may be judged."""
+        return self.caught_up.is_set() and partitions <= self._read_to_end
+
+    def wait_read(self, partitions: set[int], timeout_s: float) -> bool:
+        """`has_read`, waiting up to `timeout_s` for it. A partition the view does not read yet (added since it
+        started) makes it look for new partitions at once, not at its next periodic check."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while not self.has_read(partitions):
+                if max(partitions, default=-1) >= self._partitions:
+                    self._look_for_partitions.set()
+                remaining_s = deadline - time.monotonic()
+                if remaining_s <= 0:
+                    return False
+                self._changed.wait(min(remaining_s, _POLL_S))
+            return True
 
     def observe(self, partition: int, runs: tuple[Run, ...], note: Note, marker_offset: int) -> None:
         """A note this replica has just written (acknowledged) on these offsets of `partition`: known at once,
@@ -114,16 +141,41 @@ class SettleView:
     def _run(self) -> None:
         if not self._assign():
             return
-        next_commit = time.monotonic() + COMMIT_INTERVAL_S
+        next_commit = next_topic_check = time.monotonic() + COMMIT_INTERVAL_S
         while not self._stopping.is_set():
             try:
                 self._read(self._consumer.consume(_BATCH, _POLL_S))
                 if time.monotonic() >= next_commit:
                     next_commit = time.monotonic() + COMMIT_INTERVAL_S
                     self._prune_and_commit()
+                if self._look_for_partitions.is_set() or time.monotonic() >= next_topic_check:
+                    self._look_for_partitions.clear()
+                    next_topic_check = time.monotonic() + TOPIC_CHECK_S
+                    self._follow_added_partitions()
             except KafkaException as e:  # the cluster's trouble: keep reading, the requests answer 503 meanwhile
                 _log.warning("reading %s for settled receipts: %s", self.topic, e)
                 self._stopping.wait(_POLL_S)
+
+    def _follow_added_partitions(self) -> None:
+        """Read the partitions added to the markers topic since the view last looked, from the group's commit (from
+        their start: a new partition has none). A failure is logged: the next look tries again."""
+        try:
+            metadata = self._consumer.list_topics(self.topic, timeout=_COMMITTED_TIMEOUT_S)
+            found = metadata.topics.get(self.topic)
+            count = len(found.partitions) if found is not None and found.error is None else 0
+            if count <= self._partitions:
+                return
+            added = [TopicPartition(self.topic, p) for p in range(self._partitions, count)]
+            committed = self._consumer.committed(added, timeout=_COMMITTED_TIMEOUT_S)
+            self._consumer.incremental_assign(
+                [TopicPartition(self.topic, tp.partition, max(tp.offset, OFFSET_BEGINNING)) for tp in committed]
+            )
+        except KafkaException as e:
+            _log.warning("looking for partitions added to %s (tried again in %.0fs): %s", self.topic, TOPIC_CHECK_S, e)
+            return
+        _log.info("%s has %d partitions now (was %d): reading the new ones", self.topic, count, self._partitions)
+        with self._lock:
+            self._partitions = count
 
     def _read(self, records: list[KafkaMessage]) -> None:
         with self._lock:
@@ -151,6 +203,9 @@ class SettleView:
                         self._settlements.observe_runs(partition, runs, note, offset)
 
     def _at_end(self, partition: int) -> None:
+        if partition not in self._read_to_end:
+            self._read_to_end.add(partition)
+            self._changed.notify_all()
         self._not_at_end.discard(partition)
         if not self._not_at_end and not self.caught_up.is_set():
             _log.info("%s read up to its end: settles are served", self.topic)

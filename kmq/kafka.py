@@ -109,6 +109,21 @@ DeliveryCallback = Callable[[KafkaError | None, KafkaMessage], None]
 ANY_PARTITION = -1  # librdkafka's RD_KAFKA_PARTITION_UA: let the partitioner choose
 
 
+def is_unknown_partition(error: KafkaError | None) -> bool:
+    return error is not None and error.code() == KafkaError._UNKNOWN_PARTITION
+
+
+def learn_partitions(producer: Producer, topic: str, timeout_s: float = 5.0) -> None:
+    """Refresh `producer`'s metadata of `topic` now. librdkafka refuses a record for a partition its metadata does
+    not have (_UNKNOWN_PARTITION) until its next periodic refresh (`topic.metadata.refresh.interval.ms`, 5 min by
+    default): after `kmq topics grow` a running client would refuse the new partitions' markers that long. A failed
+    refresh is left to the retried produce, which then fails as it did."""
+    try:
+        producer.list_topics(topic, timeout=timeout_s)
+    except KafkaException as e:
+        KAFKA_LOGGER.warning("refreshing the partitions of %s: %s", topic, e)
+
+
 def produce(
     producer: Producer,
     topic: str,
@@ -119,7 +134,9 @@ def produce(
     on_delivery: DeliveryCallback | None = None,
     timestamp_ms: int = 0,
 ) -> None:
-    """Produce one record, serving delivery reports to make room while the local queue is full."""
+    """Produce one record, serving delivery reports to make room while the local queue is full, and learning of
+    partitions added to `topic` since the producer last read its metadata."""
+    learned = False
     while True:
         try:
             producer.produce(
@@ -133,5 +150,10 @@ def produce(
             )
         except BufferError:
             producer.poll(0.05)
+        except KafkaException as e:
+            if learned or not is_unknown_partition(e.args[0]):
+                raise
+            learn_partitions(producer, topic)
+            learned = True
         else:
             return

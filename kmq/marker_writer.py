@@ -20,7 +20,7 @@ from kmq.batch_markers import BatchEnd, BatchStart, Run, contiguous_runs, split_
 from kmq.config import KmqConfig
 from kmq.delivery import Failures
 from kmq.errors import DeliveryError
-from kmq.kafka import DeliveryCallback, marker_producer_settings, produce
+from kmq.kafka import DeliveryCallback, is_unknown_partition, learn_partitions, marker_producer_settings, produce
 from kmq.markers import EndMarker, MarkerKey, StartMarker, encode_key
 
 _log = logging.getLogger(__name__)
@@ -90,21 +90,30 @@ class StartWriter:
 
     def _produce_batch(self, partition: int, records: list[dict[str, Any]], callback: DeliveryCallback) -> None:
         producer = self.producer
+        learned = False
         while records:
             queued = producer.produce_batch(self._topic, records, partition=partition, on_delivery=callback)
             if queued == len(records):
                 return
-            records = self._refused(producer, partition, records)
+            records, learned = self._refused(producer, partition, records, learned)
 
-    def _refused(self, producer: Producer, partition: int, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The records to offer again once the local queue has room; DeliveryError for any other refusal."""
+    def _refused(
+        self, producer: Producer, partition: int, records: list[dict[str, Any]], learned: bool
+    ) -> tuple[list[dict[str, Any]], bool]:
+        """The records to offer again: once the local queue has room, or once the producer has learnt of the
+        partitions added to the markers topic since it last read its metadata (`kmq topics grow`); DeliveryError
+        for any other refusal, and for a partition the topic still does not have."""
         refused = [record for record in records if "_error" in record]
+        unknown = any(is_unknown_partition(record["_error"]) for record in refused)
         for record in refused:
             error: KafkaError = record["_error"]
-            if error.code() != KafkaError._QUEUE_FULL:
+            if error.code() != KafkaError._QUEUE_FULL and not (unknown and not learned):
                 raise DeliveryError(self._topic, partition, error.str())
-        producer.poll(_ROOM_WAIT_S)
-        return [{"key": record["key"], "value": record["value"]} for record in refused]
+        if unknown:
+            learn_partitions(producer, self._topic)
+        else:
+            producer.poll(_ROOM_WAIT_S)
+        return [{"key": record["key"], "value": record["value"]} for record in refused], learned or unknown
 
 
 class MarkerWriter:
@@ -157,10 +166,11 @@ class MarkerWriter:
         """To the markers partition of the message's partition; the direct call first (this runs once per marker)."""
         try:
             self.producer.produce(self._topic, value, key, partition, self._report)
-        except BufferError:
-            produce(self.producer, self._topic, value, key, partition=partition, on_delivery=self._report)
-        except KafkaException as e:  # refused at once (e.g. no such partition): as lost as a failed delivery
-            self._failed(partition, e.args[0].str())
+        except (BufferError, KafkaException):  # a full queue, or a partition added since: the careful way
+            try:
+                produce(self.producer, self._topic, value, key, partition=partition, on_delivery=self._report)
+            except KafkaException as e:  # refused at once (e.g. no such partition): as lost as a failed delivery
+                self._failed(partition, e.args[0].str())
 
     def _on_failure(self, error: KafkaError | None, message: KafkaMessage) -> None:
         if error is not None:

@@ -1,5 +1,6 @@
 """Partitions added to a live queue: a misaligned count is reported, and once both topics have them the tracker
-owns the new partitions and redelivers their messages (Apache Kafka: tansu cannot add partitions)."""
+owns the new partitions and redelivers their messages, and the REST facade's replicas serve and settle them without
+a restart (Apache Kafka: tansu cannot add partitions)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
+from fastapi.testclient import TestClient
 
 from kmq.admin import grow_topics
 from kmq.client import KmqClient
@@ -16,6 +18,7 @@ from kmq.message import Message
 from kmq.producer import KmqProducer, OutgoingMessage
 from tests.conftest import MakeConfig
 from tests.helpers import wait_for
+from tests.integration.test_api_replicas import receive, replica, statuses
 from tracker import TrackerConfig, TrackerService
 
 FAST_METADATA = {"topic.metadata.refresh.interval.ms": 500}
@@ -30,8 +33,13 @@ def _adds_partitions(kafka: KafkaCluster) -> None:
 def test_partitions_added_to_a_running_queue_are_tracked(kafka: KafkaCluster, make_config: MakeConfig) -> None:
     config = make_config(partitions=2, msg_timeout_ms=1000, consumer_kafka_config=FAST_METADATA)
     tracker_config = TrackerConfig(kmq=config, http_port=0, commit_interval_ms=200, topic_check_interval_ms=200)
-    with TrackerService(tracker_config) as tracker:
+    with TrackerService(tracker_config) as tracker, KmqClient(config) as client:
         assert tracker.wait_ready(60)
+        # given a client that has already written markers (its producers know the markers topic's 2 partitions)
+        with KmqProducer(config) as producer:
+            producer.send(b"before", partition=0)
+        [before] = _receive(client, 1)
+        client.processed(before)
         # when the queue alone grows, the tracker reports it
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
         admin.create_partitions([NewPartitions(config.queue_topic, 4)])[config.queue_topic].result(timeout=30)
@@ -43,13 +51,47 @@ def test_partitions_added_to_a_running_queue_are_tracked(kafka: KafkaCluster, ma
         wait_for(lambda: set(tracker.partitions()) == {0, 1, 2, 3}, 30, what="the new partitions assigned")
         with KmqProducer(config) as producer:
             producer.send_batch(OutgoingMessage(f"p{p}".encode(), partition=p) for p in (2, 3))
-        with KmqClient(config) as client:
-            first = _receive(client, 2)
-            assert {m.partition for m in first} == {2, 3} and all(m.redelivery_count == 0 for m in first)
-            again = _receive(client, 2)  # never acknowledged: the tracker sends them again
-            assert {(m.partition, m.value, m.redelivery_count) for m in again} == {(2, b"p2", 1), (3, b"p3", 1)}
-            for msg in again:
-                client.processed(msg)
+        # and the running client serves them: STARTs and ENDs on markers partitions it had not heard of
+        first = _receive(client, 2)
+        assert {m.partition for m in first} == {2, 3} and all(m.redelivery_count == 0 for m in first)
+        again = _receive(client, 2)  # never acknowledged: the tracker sends them again
+        assert {(m.partition, m.value, m.redelivery_count) for m in again} == {(2, b"p2", 1), (3, b"p3", 1)}
+        for msg in again:
+            client.processed(msg)
+        client.flush()
+        assert client.failed_markers == 0
+        wait_for(lambda: sum(s.pending for s in tracker.partitions().values()) == 0, 30, what="nothing pending")
+
+
+def test_the_rest_facade_serves_and_settles_partitions_added_while_it_runs(make_config: MakeConfig) -> None:
+    # given two facade replicas serving a queue of 2 partitions
+    config = make_config(partitions=2, consumer_kafka_config=FAST_METADATA)
+    with replica(config) as first, replica(config) as second:
+        path = f"/v1/queues/{config.queue_topic}"
+        assert first.post(f"{path}/messages", json={"messages": [{"value": "before"}]}).status_code == 200
+        [before] = receive(first, config, 1)
+        assert statuses(second, config, "ack", [before["receipt"]]) == ["ok"]  # both replicas are reading notes
+        # when the queue grows to 4 partitions and messages land on the new ones
+        grow_topics(config, 4)
+        with KmqProducer(config) as producer:
+            producer.send_batch(OutgoingMessage(f"p{p}".encode(), partition=p) for p in (2, 3))
+        # then a replica receives them and the other acks them: the second ack of each, through the first replica,
+        # is refused as already settled (each replica read the other's notes on the new partitions)
+        received = receive(first, config, 2, timeout_s=60)
+        assert {m["partition"] for m in received} == {2, 3}
+        receipts, known = [m["receipt"] for m in received], notes(first)
+        assert statuses(second, config, "ack", receipts) == ["ok", "ok"]
+        wait_for(lambda: notes(first) >= known + 2, 30, what="the first replica reading the new partitions' notes")
+        again = first.post(f"{path}/ack", json={"receipts": receipts[:1]})
+        assert again.status_code == 409 and "already settled by ack" in again.text, again.text
+
+
+def notes(replica: TestClient) -> float:
+    """The ack and nack notes a facade replica has read from the markers topic (its `kmq_api_receipt_notes`)."""
+    for line in replica.get("/metrics").text.splitlines():
+        if line.startswith("kmq_api_receipt_notes{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError("no kmq_api_receipt_notes in /metrics")
 
 
 def test_grow_refuses_to_shrink_naming_the_counts(make_config: MakeConfig) -> None:

@@ -32,10 +32,18 @@ class FakeMessage:
 class FakeProducer:
     """Queues at most `room` records per produce_batch call (librdkafka's queue.buffering.max.messages)."""
 
-    def __init__(self, room: int = 1_000, refuse_with: int | None = None) -> None:
+    def __init__(self, room: int = 1_000, refuse_with: int | None = None, partitions_after_refresh: int = 0) -> None:
         self.room, self.refuse_with = room, refuse_with
         self.batches: list[tuple[str, int, list[dict[str, Any]]]] = []
         self.polls = 0
+        self.refreshes: list[str] = []
+        self._partitions_after_refresh = partitions_after_refresh
+
+    def list_topics(self, topic: str, timeout: float) -> None:
+        """A metadata refresh: from now on partitions below `partitions_after_refresh` are known."""
+        self.refreshes.append(topic)
+        if self.refuse_with == KafkaError._UNKNOWN_PARTITION and self._partitions_after_refresh:
+            self.refuse_with = None
 
     def produce_batch(self, topic: str, records: list[dict[str, Any]], partition: int, on_delivery: Any) -> int:
         self.batches.append((topic, partition, [dict(r) for r in records]))
@@ -88,9 +96,23 @@ def test_records_refused_for_a_full_queue_are_offered_again_after_serving_report
 
 
 def test_any_other_refusal_is_a_delivery_error_naming_the_partition() -> None:
-    producer = FakeProducer(refuse_with=KafkaError._UNKNOWN_PARTITION)
+    producer = FakeProducer(refuse_with=KafkaError.MSG_SIZE_TOO_LARGE)
     with pytest.raises(DeliveryError, match=r"q__markers\[3\]"):
         StartWriter(CONFIG, producer).produce({3: [0]}, 100)  # type: ignore[arg-type]  # a stand-in
+    assert producer.refreshes == []
+
+
+def test_an_unknown_partition_refreshes_the_metadata_once_then_is_a_delivery_error() -> None:
+    # a partition added since the producer read its metadata (kmq topics grow) is learnt, then written
+    grown = FakeProducer(refuse_with=KafkaError._UNKNOWN_PARTITION, partitions_after_refresh=4)
+    StartWriter(CONFIG, grown).produce({3: [0, 1]}, 100)  # type: ignore[arg-type]  # a stand-in
+    assert grown.refreshes == ["q__markers"]
+    assert [len(records) for _, _, records in grown.batches] == [2, 2]
+    # a partition the topic does not have after a refresh either fails the batch, naming it
+    missing = FakeProducer(refuse_with=KafkaError._UNKNOWN_PARTITION)
+    with pytest.raises(DeliveryError, match=r"q__markers\[3\].*Unknown partition"):
+        StartWriter(CONFIG, missing).produce({3: [0]}, 100)  # type: ignore[arg-type]  # a stand-in
+    assert missing.refreshes == ["q__markers"]
 
 
 def test_a_batch_fails_on_its_own_failures_only() -> None:
@@ -121,16 +143,24 @@ def test_first_of_names_the_first_message_of_a_batch() -> None:
 class RefusingProducer:
     """librdkafka refusing every record at once, as for a partition the markers topic does not have."""
 
+    def __init__(self) -> None:
+        self.refreshes = 0
+
     def produce(self, *args: Any, **kwargs: Any) -> None:
         raise KafkaException(KafkaError(KafkaError._UNKNOWN_PARTITION))
 
+    def list_topics(self, topic: str, timeout: float) -> None:
+        self.refreshes += 1
+
 
 def test_a_fire_and_forget_marker_refused_at_once_is_counted_not_raised(caplog: pytest.LogCaptureFixture) -> None:
-    writer = MarkerWriter(CONFIG, RefusingProducer())  # type: ignore[arg-type]  # a stand-in
+    producer = RefusingProducer()
+    writer = MarkerWriter(CONFIG, producer)  # type: ignore[arg-type]  # a stand-in
     writer.end_at(1, 5)
     writer.end(MarkerKey(1, 6))
     writer.start(MarkerKey(1, 7), 100)
     assert writer.failed_markers == 3
+    assert producer.refreshes == 3  # each refusal first refreshed the metadata (a partition added since?)
     assert "marker for q[1] was not written" in caplog.text
 
 
