@@ -1,7 +1,8 @@
 """The driver's view of the queue: where the kmq group stands, where each partition ends, and committing progress.
 
 Ends come from the high watermark of fetch responses (a consumer parked at the end of each partition), not from
-ListOffsets "latest", which not every broker answers correctly.
+ListOffsets "latest", which not every broker answers correctly. Partitions added to the queue while a query runs
+(`kmq topics grow`) are found within `PARTITION_CHECK_S` and read from their beginning.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
-from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
 from kmq.admin import check_topics
 from kmq.config import KmqConfig
@@ -17,6 +18,9 @@ from kmq.errors import CommitError
 from kmq.kafka import SecurityWatch, consumer_settings
 
 _log = logging.getLogger(__name__)
+# How often `ends()` asks for the queue's partition count: a metadata request can wait behind the parked consumer's
+# long-poll fetch on the same connection (fetch.wait.max.ms, 100 ms), so not at every trigger.
+PARTITION_CHECK_S = 5.0
 _FIRST_FETCH_S = 10.0
 _FIRST_FETCH_POLL_S = 0.02
 
@@ -24,8 +28,10 @@ _FIRST_FETCH_POLL_S = 0.02
 class QueuePositions:
     """A driver-side consumer (never subscribed, so it never joins the group) for offsets, ends and commits."""
 
-    def __init__(self, config: KmqConfig) -> None:
+    def __init__(self, config: KmqConfig, partition_check_s: float = PARTITION_CHECK_S) -> None:
         self.config = config
+        self._partition_check_s = partition_check_s
+        self._next_partition_check = time.monotonic() + partition_check_s
         # The topics checked through this consumer, not a new admin client and its connection (~50 ms of every
         # query's start); its error_cb fails a refused login at once, as check_topics' own client would.
         watch = SecurityWatch()
@@ -58,6 +64,7 @@ class QueuePositions:
         call waits (for a first fetch response of each partition); later ones take what has arrived since, at once:
         the parked consumer keeps fetching in the background, and Spark asks again at its next trigger."""
         self._park()
+        self._follow_added_partitions()
         deadline = time.monotonic() + _FIRST_FETCH_S
         while True:
             self._drain(0 if len(self._ends) == self.partitions else _FIRST_FETCH_POLL_S)
@@ -111,6 +118,27 @@ class QueuePositions:
 
     def close(self) -> None:
         self._consumer.close()
+
+    def _follow_added_partitions(self) -> None:
+        """Every `partition_check_s`: partitions added to the queue since are assigned from their beginning (a new
+        partition's first offset is 0, and micro-batches read it from there: `offsets.split`)."""
+        if time.monotonic() < self._next_partition_check:
+            return
+        self._next_partition_check = time.monotonic() + self._partition_check_s
+        topic = self.config.queue_topic
+        try:
+            found = self._consumer.list_topics(topic, timeout=self.config.metadata_timeout_ms / 1000).topics.get(topic)
+        except KafkaException as e:  # the next check asks again
+            _log.warning("looking for partitions added to %s: %s", topic, e)
+            return
+        count = len(found.partitions) if found is not None and found.error is None else 0
+        if count <= self.partitions:
+            return
+        added = range(self.partitions, count)
+        self._consumer.incremental_assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in added])
+        self._parts += [TopicPartition(topic, p, OFFSET_END) for p in added]
+        _log.info("%s has %d partitions now (was %d): the stream reads the new ones too", topic, count, self.partitions)
+        self.partitions = count
 
     def _drain(self, timeout_s: float) -> None:
         """Discard what the parked consumer fetched and park it again at the newest end it saw."""
