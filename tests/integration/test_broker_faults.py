@@ -82,6 +82,7 @@ class Flow:
         self.dropped = 0
         self.errors: Counter[str] = Counter()
         self.last_seen: dict[str, dict[int, float]] = {}  # component -> queue partition -> monotonic time
+        self.clients: dict[str, KmqClient] = {}  # the workers' clients, for `diagnose`
         self.progress = {
             name: Progress(name) for name in ("sender", "worker-0", "worker-1", "facade", "tracker-0", "tracker-1")
         }
@@ -144,6 +145,7 @@ class Flow:
     def _work(self, index: int) -> None:
         rng, progress = random.Random(index), self.progress[f"worker-{index}"]
         with KmqClient(self.config) as client:
+            self.clients[progress.name] = client
             while not self.stopping.is_set():
                 try:
                     for msg in client.receive(max_messages=100, timeout_s=0.2):
@@ -296,15 +298,24 @@ def diagnose(flow: Flow) -> str:
     finally:
         consumer.close()
     committed = committed_offsets(config, PARTITIONS)
+    owners = {tp.partition: (who, tp.offset) for who, client in flow.clients.items() for tp in positions(client)}
     for p in range(PARTITIONS):
         offsets = sorted(where.get(p, []))
         span = f"offsets {offsets[0]}..{offsets[-1]}" if offsets else ""
         seen = ", ".join(f"{who} {now - at:.0f} s ago" for who, at in last_seen_by(last_seen, p))
+        owner = "{} at position {}".format(*owners[p]) if p in owners else "no worker (the facade, or nobody)"
         lines.append(
             f"  queue partition {p}: {len(offsets)} unprocessed ({never[p]} never delivered) {span}; "
-            f"committed {committed.get(p)} of end {ends[p]}; last received by {seen or 'nobody'}"
+            f"committed {committed.get(p)} of end {ends[p]}; owned by {owner}; last received by {seen or 'nobody'}"
         )
     return "\n".join(lines)
+
+
+def positions(client: KmqClient) -> list[TopicPartition]:
+    """The queue partitions a worker's consumer owns, each with its position (the next offset it hands out; negative:
+    none yet, e.g. its committed offset not fetched). A test's look inside the client: it has no such API."""
+    consumer = client._consumer
+    return list(consumer.position(consumer.assignment()))
 
 
 def last_seen_by(last_seen: dict[str, dict[int, float]], partition: int) -> list[tuple[str, float]]:
