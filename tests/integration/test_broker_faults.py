@@ -261,7 +261,10 @@ def wait_done(flow: Flow, timeout_s: float, fault: str, down_s: float) -> None:
     except AssertionError as e:
         flow.unwatch()
         report(flow, fault, down_s)
-        print(diagnose(flow))
+        try:
+            print(diagnose(flow))
+        except Exception as failure:  # noqa: BLE001  # the timeout below is the failure to report, not this
+            print(f"diagnosis failed: {failure!r}")
         unprocessed = sorted(flow.expected - flow.processed)
         raise AssertionError(f"{e}: {len(unprocessed)} not processed, e.g. {unprocessed[:10]}") from None
 
