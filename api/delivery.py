@@ -20,7 +20,7 @@ from confluent_kafka import Message as KafkaMessage
 from kmq.config import KafkaValue, KmqConfig
 from kmq.errors import BrokerUnavailableError
 from kmq.headers import Headers
-from kmq.kafka import is_unknown_partition, learn_partitions
+from kmq.kafka import admin_settings, is_unknown_partition, learn_partitions
 
 _log = logging.getLogger(__name__)
 ANY_PARTITION = -1
@@ -88,7 +88,9 @@ class AsyncProducer:
     """An idempotent `acks=all` producer for one queue's cluster; `produce` awaits the records' delivery reports."""
 
     def __init__(self, config: KmqConfig, write_timeout_ms: int, name: str) -> None:
-        settings = {**_DEFAULTS, **config.kafka_settings(), **_DURABLE, "message.timeout.ms": write_timeout_ms}
+        # admin_settings: librdkafka's log lines go through the `kmq.kafka` logger (the serving thread's poll hands
+        # them over), not straight to stderr.
+        settings = {**_DEFAULTS, **admin_settings(config), **_DURABLE, "message.timeout.ms": write_timeout_ms}
         self.bootstrap_servers = config.bootstrap_servers
         self.fatal_error: str | None = None  # set once librdkafka reports a fatal error: nothing is written again
         self._producer = Producer({**settings, "error_cb": self._on_error})

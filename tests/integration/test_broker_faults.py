@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
@@ -30,7 +31,7 @@ from kmq.embedded import EmbeddedKafka
 from kmq.errors import KmqError
 from kmq.kafka import admin_settings
 from kmq.producer import KmqProducer, OutgoingMessage
-from tests.helpers import wait_for
+from tests.helpers import committed_offsets, read_topic, wait_for
 from tracker import TrackerConfig, TrackerService
 
 pytestmark = pytest.mark.faults
@@ -80,6 +81,8 @@ class Flow:
         self.redelivered = 0
         self.dropped = 0
         self.errors: Counter[str] = Counter()
+        self.last_seen: dict[str, dict[int, float]] = {}  # component -> queue partition -> monotonic time
+        self.clients: dict[str, KmqClient] = {}  # the workers' clients, for `diagnose`
         self.progress = {
             name: Progress(name) for name in ("sender", "worker-0", "worker-1", "facade", "tracker-0", "tracker-1")
         }
@@ -114,8 +117,9 @@ class Flow:
     def done(self) -> bool:
         return self.processed >= self.expected
 
-    def _settle(self, value: str, redelivery_count: int, acked: bool) -> None:
+    def _settle(self, who: str, partition: int, value: str, redelivery_count: int, acked: bool) -> None:
         with self._lock:
+            self.last_seen.setdefault(who, {})[partition] = time.monotonic()
             self.deliveries[value] += 1
             self.redelivered += redelivery_count > 0
             if acked:
@@ -141,6 +145,7 @@ class Flow:
     def _work(self, index: int) -> None:
         rng, progress = random.Random(index), self.progress[f"worker-{index}"]
         with KmqClient(self.config) as client:
+            self.clients[progress.name] = client
             while not self.stopping.is_set():
                 try:
                     for msg in client.receive(max_messages=100, timeout_s=0.2):
@@ -149,7 +154,8 @@ class Flow:
                         acked = msg.redelivery_count > 0 or rng.random() >= DROP_RATE
                         if acked:
                             client.processed(msg)
-                        self._settle((msg.value or b"").decode(), msg.redelivery_count, acked)
+                        value = (msg.value or b"").decode()
+                        self._settle(progress.name, msg.partition, value, msg.redelivery_count, acked)
                         progress.step()
                 except KmqError as e:
                     self.errors[f"worker: {type(e).__name__}"] += 1
@@ -184,7 +190,8 @@ class Flow:
                     continue
                 unacked = []
                 for m, result in zip(messages, acked.json()["results"], strict=True):
-                    self._settle(m["value"], m["redelivery_count"], result["status"] in ("ok", "expired"))
+                    ok = result["status"] in ("ok", "expired")
+                    self._settle("facade", m["partition"], m["value"], m["redelivery_count"], ok)
             progress.step()
 
     def _watch_trackers(self) -> None:
@@ -246,13 +253,78 @@ def report(flow: Flow, fault: str, down_s: float) -> None:
     )
 
 
-def wait_done(flow: Flow, timeout_s: float) -> None:
-    """Until every message is processed; at the deadline, fail naming some of those that are not."""
+def wait_done(flow: Flow, timeout_s: float, fault: str, down_s: float) -> None:
+    """Until every message is processed; at the deadline, print what each component and the cluster show (see
+    `diagnose`), then fail naming some of the messages that are not processed."""
     try:
         wait_for(flow.done, timeout_s, interval_s=0.2, what="every message processed")
     except AssertionError as e:
+        flow.unwatch()
+        report(flow, fault, down_s)
+        try:
+            print(diagnose(flow))
+        except Exception as failure:  # noqa: BLE001  # the timeout below is the failure to report, not this
+            print(f"diagnosis failed: {failure!r}")
         unprocessed = sorted(flow.expected - flow.processed)
         raise AssertionError(f"{e}: {len(unprocessed)} not processed, e.g. {unprocessed[:10]}") from None
+
+
+def diagnose(flow: Flow) -> str:
+    """Why messages are not processed, for a CI log: each tracker's markers partitions, the unprocessed messages by
+    queue partition (never delivered, or delivered and not acknowledged), who last received from each partition,
+    and the workers' committed offsets against the log end."""
+    config, now = flow.config, time.monotonic()
+    lines = ["diagnosis:"]
+    for i, tracker in enumerate(flow.trackers):
+        owned = {
+            p: f"position {s.position} pending {s.pending} caught_up {s.caught_up}"
+            for p, s in sorted(tracker.partitions().items())
+        }
+        lines.append(f"  tracker-{i}: alive {tracker.alive()}, markers partitions {owned or 'none'}")
+    with flow._lock:
+        unprocessed = flow.expected - flow.processed
+        delivered = {v for v in unprocessed if flow.deliveries[v]}
+        last_seen = {who: dict(seen) for who, seen in flow.last_seen.items()}
+    where: dict[int, list[int]] = {}
+    never: Counter[int] = Counter()
+    for record in read_topic(config, config.queue_topic, PARTITIONS):
+        value = (record.value or b"").decode()
+        if value in unprocessed:
+            where.setdefault(record.partition, []).append(record.offset)
+            never[record.partition] += value not in delivered
+    consumer = Consumer({**admin_settings(config), "group.id": f"diagnose-{uuid.uuid4().hex[:8]}"})
+    try:
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(config.queue_topic, p), timeout=10)[1]
+            for p in range(PARTITIONS)
+        }
+    finally:
+        consumer.close()
+    committed = committed_offsets(config, PARTITIONS)
+    owners = {tp.partition: (who, tp.offset) for who, client in flow.clients.items() for tp in positions(client)}
+    for p in range(PARTITIONS):
+        offsets = sorted(where.get(p, []))
+        span = f"offsets {offsets[0]}..{offsets[-1]}" if offsets else ""
+        seen = ", ".join(f"{who} {now - at:.0f} s ago" for who, at in last_seen_by(last_seen, p))
+        owner = "{} at position {}".format(*owners[p]) if p in owners else "no worker (the facade, or nobody)"
+        lines.append(
+            f"  queue partition {p}: {len(offsets)} unprocessed ({never[p]} never delivered) {span}; "
+            f"committed {committed.get(p)} of end {ends[p]}; owned by {owner}; last received by {seen or 'nobody'}"
+        )
+    return "\n".join(lines)
+
+
+def positions(client: KmqClient) -> list[TopicPartition]:
+    """The queue partitions a worker's consumer owns, each with its position (the next offset it hands out; negative:
+    none yet, e.g. its committed offset not fetched). A test's look inside the client: it has no such API."""
+    consumer = client._consumer
+    return list(consumer.position(consumer.assignment()))
+
+
+def last_seen_by(last_seen: dict[str, dict[int, float]], partition: int) -> list[tuple[str, float]]:
+    """The components that received from `partition`, the latest first."""
+    found = [(who, seen[partition]) for who, seen in last_seen.items() if partition in seen]
+    return sorted(found, key=lambda found: -found[1])
 
 
 def check(flow: Flow) -> None:
@@ -282,11 +354,11 @@ def test_a_broker_killed_mid_stream_loses_nothing(kafka_nodes: EmbeddedKafka, fl
         wait_for(lambda: len(flow.processed) >= before + 500, 120, what="progress with the node down")
     finally:
         nodes.start(victim)
-    down_s = time.monotonic() - killed_at
+    down_s, fault = time.monotonic() - killed_at, f"SIGKILL node {victim}"
     # and once it is back every message is processed, with no component restarted
-    wait_done(flow, 180)
+    wait_done(flow, 180, fault, down_s)
     flow.unwatch()
-    report(flow, f"SIGKILL node {victim}", down_s)
+    report(flow, fault, down_s)
     check(flow)
 
 
@@ -302,9 +374,9 @@ def test_a_broker_paused_mid_stream_loses_nothing(kafka_nodes: EmbeddedKafka, fl
         time.sleep(PAUSE_S)  # the fault's length, not a wait for a condition
     finally:
         nodes.resume(victim)
-    down_s = time.monotonic() - paused_at
-    wait_done(flow, 180)
+    down_s, fault = time.monotonic() - paused_at, f"SIGSTOP node {victim}"
+    wait_done(flow, 180, fault, down_s)
     flow.unwatch()
-    report(flow, f"SIGSTOP node {victim}", down_s)
+    report(flow, fault, down_s)
     check(flow)
     assert nodes.running(victim), "the paused node came back by itself"
