@@ -34,7 +34,9 @@ from kmq.producer import KmqProducer, OutgoingMessage
 from tests.helpers import committed_offsets, read_topic, wait_for
 from tracker import TrackerConfig, TrackerService
 
-pytestmark = pytest.mark.faults
+# The tests' own bounded waits (120 s before the fault, the 20 s pause, 180 s after it, up to 60 s to stop the flow)
+# exceed the suite's 300 s per test: a slow run must end on its own deadline, which prints the diagnosis.
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(420)]
 MESSAGES = 4000
 HTTP_MESSAGES = 200
 PARTITIONS = 6
