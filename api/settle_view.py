@@ -64,7 +64,7 @@ class SettleView:
         self._settlements = Settlements()
         self._lock = threading.Lock()
         self._positions: dict[int, int] = {}
-        self._not_at_end = set(range(partitions))
+        self._at_start = frozenset(range(partitions))  # caught_up once each of these is read to its end
         self._read_to_end: set[int] = set()  # partitions read up to the end they had when the view began reading them
         self._changed = threading.Condition(self._lock)  # notified when a partition is read up to its end
         self._look_for_partitions = threading.Event()
@@ -206,8 +206,7 @@ class SettleView:
         if partition not in self._read_to_end:
             self._read_to_end.add(partition)
             self._changed.notify_all()
-        self._not_at_end.discard(partition)
-        if not self._not_at_end and not self.caught_up.is_set():
+        if not self.caught_up.is_set() and self._at_start <= self._read_to_end:
             _log.info("%s read up to its end: settles are served", self.topic)
             self.caught_up.set()
 

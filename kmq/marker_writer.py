@@ -105,15 +105,16 @@ class StartWriter:
         for any other refusal, and for a partition the topic still does not have."""
         refused = [record for record in records if "_error" in record]
         unknown = any(is_unknown_partition(record["_error"]) for record in refused)
+        learn_now = unknown and not learned  # the one refresh: then offer every refused record again
         for record in refused:
             error: KafkaError = record["_error"]
-            if error.code() != KafkaError._QUEUE_FULL and not (unknown and not learned):
+            if error.code() != KafkaError._QUEUE_FULL and not learn_now:
                 raise DeliveryError(self._topic, partition, error.str())
-        if unknown:
+        if learn_now:
             learn_partitions(producer, self._topic)
         else:
             producer.poll(_ROOM_WAIT_S)
-        return [{"key": record["key"], "value": record["value"]} for record in refused], learned or unknown
+        return [{"key": record["key"], "value": record["value"]} for record in refused], learned or learn_now
 
 
 class MarkerWriter:

@@ -1,6 +1,6 @@
 """Partitions added to a live queue: a misaligned count is reported, and once both topics have them the tracker
-owns the new partitions and redelivers their messages, and the REST facade's replicas serve and settle them without
-a restart, nor does a Spark stream's driver (Apache Kafka: tansu cannot add partitions)."""
+owns the new partitions and redelivers their messages; a running client, the REST facade's replicas and a Spark
+stream's driver serve them without a restart (Apache Kafka: tansu cannot add partitions)."""
 
 from __future__ import annotations
 
