@@ -87,7 +87,7 @@ class Worker:
         threads = HandlerThreads(self.core, client, self.handler, self.settings.concurrency)
         tending = threading.Event()
         # Leases are tended on a thread of their own: a slow receive (an acks=all flush, a commit) never delays an
-        # extension. It writes pending acknowledgements too, so a slow receive never delays an END either.
+        # extension. It alone writes the acknowledgements while the loop runs, so a slow receive never delays an END.
         tender = threading.Thread(target=self._tend_until, args=(client, threads, tending), name="kmq-leases")
         tender.start()
         self.ready.set()
@@ -100,7 +100,6 @@ class Worker:
     def _turn(self, client: KmqClient, threads: HandlerThreads) -> None:
         core = self.core
         core.wake.clear()
-        threads.write_acks()
         threads.submit(core.releasable())
         budget = core.budget()
         if not budget:

@@ -19,7 +19,7 @@ MAX_CHUNK = 32
 class HandlerThreads:
     """`concurrency` threads: each takes a message, checks the breaker lets it start, runs the handler, settles.
 
-    Acknowledgements are left in `acked` for the loop's thread to write (`write_acks`): END markers are then produced
+    Acknowledgements are left in `acked` for the lease thread to write (`write_acks`): END markers are then produced
     by the thread that produces the extensions, so an END can never overtake an extension of its message, and the
     handler threads do not contend for the producer (the cost of a message stays near the bare client's)."""
 
@@ -51,10 +51,16 @@ class HandlerThreads:
         return sum(self._busy)
 
     def write_acks(self) -> None:
-        """END markers for the messages processed since the last call (the loop's thread calls this)."""
-        acked, processed = self.acked, self._client.processed
-        while acked:
-            processed(acked.popleft())
+        """END markers for the messages processed since the last call. The lease thread calls this while the worker
+        runs, the shutdown once that thread has ended; each acknowledgement is written once even if two threads
+        call it at once: taking one is a single atomic `popleft`, never a look at the backlog then a take."""
+        take, processed = self.acked.popleft, self._client.processed
+        while True:
+            try:
+                msg = take()
+            except IndexError:  # drained (maybe by another caller meanwhile)
+                return
+            processed(msg)
 
     def stop(self) -> None:
         """Let idle threads end (busy ones end after their handler; they are daemons either way)."""
