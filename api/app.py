@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TypedDict
 
@@ -34,22 +33,30 @@ class LifespanState(TypedDict):
     kmq: ApiState
 
 
-def create_app(config: ApiConfig, metrics: ApiMetrics | None = None) -> FastAPI:
-    """A FastAPI app serving `config.queues`; its Kafka clients live from start-up to shutdown."""
+def create_app(
+    config: ApiConfig, metrics: ApiMetrics | None = None, on_failure: Callable[[], None] | None = None
+) -> FastAPI:
+    """A FastAPI app serving `config.queues`; its Kafka clients live from start-up to shutdown.
+
+    When a background thread or task dies on an unexpected error, `/healthz` answers 503 and `on_failure` is called
+    (from any thread): `kmq api` stops its server then, and exits non-zero. `app.state.kmq_failure()` says why."""
+    failure: list[ApiState] = []
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[LifespanState]:
-        state = await anyio.to_thread.run_sync(ApiState.open, config, metrics or ApiMetrics())
+        state = await anyio.to_thread.run_sync(ApiState.open, config, metrics or ApiMetrics(), on_failure)
+        failure.append(state)
         housekeeping = asyncio.create_task(state.leave_idle_groups(), name="kmq-api-housekeeping")
+        state.watch(housekeeping)
         try:
             yield {"kmq": state}
         finally:
             housekeeping.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await housekeeping
+            await asyncio.wait([housekeeping])  # its error, if it died of one, was handled by `state.watch`
             await anyio.to_thread.run_sync(state.close)
 
     app = FastAPI(title="kmq", version="1", description=DESCRIPTION, lifespan=lifespan)
+    app.state.kmq_failure = lambda: next((state.failure for state in failure if state.failure), None)
     for module in (messages, deliveries, receipts, queues, dlq, health):
         app.include_router(module.router)
     problems.install(app)

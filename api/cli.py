@@ -12,7 +12,7 @@ import uvicorn
 from api.app import create_app
 from api.config import ApiConfig
 from kmq.admin import check_topics
-from kmq.cli.errors import friendly_errors
+from kmq.cli.errors import fail, friendly_errors
 from kmq.cli.options import BootstrapOption, parse_log_level
 from kmq.cli.options import settings_epilog as shared_epilog
 
@@ -67,14 +67,25 @@ def _check_topics(config: ApiConfig) -> None:
 
 
 def serve(config: ApiConfig, log_level: int = logging.INFO) -> None:
-    """Run uvicorn with the app until it is stopped (uvicorn handles SIGTERM: the lifespan then flushes)."""
-    app = create_app(config)
+    """Run uvicorn with the app until it is stopped (uvicorn handles SIGTERM: the lifespan then flushes). A
+    background thread or task of the app that dies stops the server too: then exit 1, so a supervisor restarts it."""
+    server: uvicorn.Server | None = None
+
+    def stop_server() -> None:  # from any thread: uvicorn's main loop looks at the flag every 0.1 s
+        if server is not None:
+            server.should_exit = True
+
+    app = create_app(config, on_failure=stop_server)
+    server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level))
     # This process is the application, so it may tune the collector (kmq, a library, never does): what exists now
     # (modules, FastAPI's and pydantic's schemas) lives as long as the process, and every full collection would
     # walk it again, on the event loop, in the middle of requests.
     gc.collect()
     gc.freeze()
-    uvicorn.run(app, host=config.host, port=config.port, log_level=log_level)
+    server.run()
+    failure = app.state.kmq_failure()
+    if failure is not None:
+        raise fail(f"the API stopped: {failure}")
 
 
 def settings_epilog() -> str:

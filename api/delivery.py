@@ -10,7 +10,7 @@ import asyncio
 import functools
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import anyio.to_thread
@@ -87,7 +87,13 @@ class _Batch:
 class AsyncProducer:
     """An idempotent `acks=all` producer for one queue's cluster; `produce` awaits the records' delivery reports."""
 
-    def __init__(self, config: KmqConfig, write_timeout_ms: int, name: str) -> None:
+    def __init__(
+        self,
+        config: KmqConfig,
+        write_timeout_ms: int,
+        name: str,
+        on_death: Callable[[str, BaseException], None] | None = None,
+    ) -> None:
         # admin_settings: librdkafka's log lines go through the `kmq.kafka` logger (the serving thread's poll hands
         # them over), not straight to stderr.
         settings = {**_DEFAULTS, **admin_settings(config), **_DURABLE, "message.timeout.ms": write_timeout_ms}
@@ -97,6 +103,7 @@ class AsyncProducer:
         # librdkafka gives up on a record at message.timeout.ms; the margin covers the report's way back.
         self.timeout_s = write_timeout_ms / 1000 + 5.0
         self._stopping = threading.Event()
+        self._on_death = on_death  # the serving thread died on an unexpected error (no report would come back)
         self._thread = threading.Thread(target=self._serve, name=f"kmq-api-delivery-{name}", daemon=True)
         self._thread.start()
 
@@ -170,5 +177,10 @@ class AsyncProducer:
             _log.warning("producer to %s: %s", self.bootstrap_servers, error.str())
 
     def _serve(self) -> None:
-        while not self._stopping.is_set():
-            self._producer.poll(_SERVE_INTERVAL_S)
+        try:
+            while not self._stopping.is_set():
+                self._producer.poll(_SERVE_INTERVAL_S)
+        except BaseException as e:
+            if self._on_death is None:
+                raise
+            self._on_death(threading.current_thread().name, e)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 import anyio.to_thread
 from confluent_kafka import KafkaException
@@ -37,13 +38,20 @@ class ServedQueue:
     thread-safe for receiving, so receives take turns under a lock.
     """
 
-    def __init__(self, config: KmqConfig, write_timeout_ms: int, receiver_idle_ms: int) -> None:
+    def __init__(
+        self,
+        config: KmqConfig,
+        write_timeout_ms: int,
+        receiver_idle_ms: int,
+        on_death: Callable[[str, BaseException], None] | None = None,
+    ) -> None:
+        """`on_death(thread, error)`: a background thread of this queue died on an unexpected error."""
         self.config = config
         self.name = config.queue_topic
         # Refuse to serve a queue whose markers topic does not line up (PROTOCOL.md).
         partitions = check_topics(config)
-        self.producer = AsyncProducer(config, write_timeout_ms, self.name)
-        self.settled = SettleView(config, partitions)
+        self.producer = AsyncProducer(config, write_timeout_ms, self.name, on_death)
+        self.settled = SettleView(config, partitions, on_death)
         self.retention = RetentionLimit(config)
         self.admin = AdminClient(admin_settings(config))  # for /readyz: one client, not one per probe
         self.settling: set[Delivery] = set()  # deliveries a request of this replica is settling right now

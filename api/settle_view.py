@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
@@ -57,7 +58,9 @@ def resume_offsets(positions: dict[int, int], floors: dict[int, int]) -> dict[in
 class SettleView:
     """Thread-safe: the reading thread feeds it, request handlers ask it and add their own notes at once."""
 
-    def __init__(self, config: KmqConfig, partitions: int) -> None:
+    def __init__(
+        self, config: KmqConfig, partitions: int, on_death: Callable[[str, BaseException], None] | None = None
+    ) -> None:
         self.topic = config.markers_topic
         self.group_id = f"{config.markers_topic}__api"
         self.caught_up = threading.Event()
@@ -71,7 +74,10 @@ class SettleView:
         self._consumer = Consumer(consumer_settings(config, self.group_id, enable_partition_eof=True))
         self._partitions = partitions  # markers partitions read: 0 .. partitions - 1
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"kmq-api-settled-{config.queue_topic}", daemon=True)
+        self._on_death = on_death  # the reading thread died on an unexpected error: settles could not be judged
+        self._thread = threading.Thread(
+            target=self._run_watched, name=f"kmq-api-settled-{config.queue_topic}", daemon=True
+        )
         self._thread.start()
 
     def __len__(self) -> int:
@@ -137,6 +143,14 @@ class SettleView:
             )
             return True
         return False
+
+    def _run_watched(self) -> None:
+        try:
+            self._run()
+        except BaseException as e:
+            if self._on_death is None:
+                raise
+            self._on_death(threading.current_thread().name, e)
 
     def _run(self) -> None:
         if not self._assign():

@@ -140,6 +140,15 @@ class DeliveryError(KmqError):
         self.partition = partition
 
 
+class WorkerFailedError(KmqError):
+    """A thread of a `Worker` died on an unexpected error, so the worker stopped as a whole (its consumer left the
+    group, unfinished messages were nacked); the error that killed the thread is chained as `__cause__`."""
+
+    def __init__(self, topic: str, thread: str, error: BaseException) -> None:
+        super().__init__(f"worker on {topic} stopped: its thread {thread} died on {type(error).__name__}: {error}")
+        self.topic, self.thread = topic, thread
+
+
 class ClientClosedError(KmqError):
     """The client or producer was used after `close()`."""
 

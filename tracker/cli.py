@@ -8,11 +8,12 @@ from types import FrameType
 from typing import Annotated, Any
 
 import typer
+from confluent_kafka import KafkaException
 
 from kmq.cli.errors import friendly_errors
 from kmq.cli.options import BootstrapOption, QueueOption, env_hint, parse_log_level, with_env_hint
 from kmq.cli.options import settings_epilog as shared_epilog
-from kmq.errors import ConfigError
+from kmq.errors import ConfigError, KmqError
 from tracker.config import ENV_FIELD_PREFIX, TrackerConfig
 from tracker.service import TrackerService
 
@@ -74,7 +75,13 @@ def tracker(
     service = TrackerService(config)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda number, frame: _stop(service, number, frame))
-    service.run()
+    try:
+        service.run()
+    except (KmqError, KafkaException):
+        raise  # one line of error (friendly_errors), exit 1
+    except Exception as e:
+        _log.critical("tracker stopped by an unexpected error (it left its group; restart it)", exc_info=True)
+        raise typer.Exit(1) from e
 
 
 def settings_epilog() -> str:

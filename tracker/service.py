@@ -138,6 +138,8 @@ class TrackerService:
             loop.turn()
             self._last_turn = time.monotonic()
             self._workers_alive = pool.alive()
+            if not self._workers_alive:  # never half alive: the replica stops, and is restarted
+                raise RuntimeError("a redelivery worker thread of the tracker died")
             self._partitions = {p: state.status() for p, state in ingest.partitions.items()}
             self._set_ready(ingest.joined and all(s.caught_up for s in ingest.partitions.values()))
 

@@ -54,6 +54,8 @@ async def metrics(state: State) -> Response:
 
 
 def _broken_producer(state: ApiState) -> str | None:
+    if state.failure is not None:
+        return state.failure
     for queue in state.queues.values():
         if queue.producer.fatal_error is not None:
             return f"the producer of {queue.name} failed: {queue.producer.fatal_error}"

@@ -45,6 +45,9 @@ class WorkerContender:
         last_change = time.perf_counter()
         while self._handled < clock.target:
             time.sleep(SAMPLE_S)  # sampling the handler's count for progress reports
+            if self._worker.failure is not None:
+                failure = self._worker.failure
+                raise BenchError(f"the worker stopped after {self._handled} messages: {failure}") from failure
             if self._handled != clock.received:
                 clock.received, last_change = self._handled, time.perf_counter()
                 progress(clock.received)

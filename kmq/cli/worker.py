@@ -9,10 +9,12 @@ from types import FrameType
 from typing import Annotated
 
 import typer
+from confluent_kafka import KafkaException
 from prometheus_client import start_http_server
 
 from kmq.cli.errors import fail, friendly_errors
 from kmq.cli.options import BootstrapOption, QueueOption, build_config, parse_log_level
+from kmq.errors import KmqError
 from kmq.worker import Worker, WorkerConfig
 from kmq.worker.loader import load_handler
 
@@ -68,7 +70,13 @@ def worker(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda number, frame: _on_signal(runtime, number, frame))
     _log.info("worker on %s: %s, concurrency %d", config.queue_topic, handler, concurrency)
-    runtime.run()
+    try:
+        runtime.run()
+    except (KmqError, KafkaException):
+        raise  # one line of error (friendly_errors), exit 1; a dead thread's traceback is logged already
+    except Exception as e:
+        _log.critical("worker stopped by an unexpected error (it left its group; restart it)", exc_info=True)
+        raise typer.Exit(1) from e
     _log.info("worker stopped cleanly")
 
 

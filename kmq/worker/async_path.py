@@ -42,10 +42,15 @@ class AsyncPath:
         # Stop and handler outcomes may come from other threads (a signal handler, `Worker.stop`).
         self.core.notify = lambda: _call_soon(loop, self._woken.set)
         client = await AsyncKmqClient.connect(self.worker.config)
-        tasks = [asyncio.create_task(self._serve(client)) for _ in range(self.worker.settings.concurrency)]
+        tasks = [
+            asyncio.create_task(self._serve(client), name=f"kmq-worker-{i}")
+            for i in range(self.worker.settings.concurrency)
+        ]
         # Leases are tended by a task of their own: awaiting a slow receive never delays an extension.
-        tender = asyncio.create_task(self._tend_forever(client))
+        tender = asyncio.create_task(self._tend_forever(client), name="kmq-leases")
         tasks.append(tender)
+        for task in tasks:
+            task.add_done_callback(self._died)
         self.worker.ready.set()
         try:
             while not self.worker.stopping:
@@ -131,6 +136,11 @@ class AsyncPath:
         self.core.publish(now_ms())
         await client.close()
         _log.info("worker on %s stopped", self.worker.config.queue_topic)
+
+    def _died(self, task: asyncio.Task[None]) -> None:
+        """A serving or tending task ended other than by the shutdown's cancel: the whole worker stops."""
+        if not task.cancelled() and (error := task.exception()) is not None:
+            self.worker.fail(task.get_name(), error)
 
 
 def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> None:

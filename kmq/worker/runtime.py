@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
-from kmq.errors import CommitError, MarkerWriteError
+from kmq.errors import CommitError, MarkerWriteError, WorkerFailedError
 from kmq.worker.async_path import AsyncPath
 from kmq.worker.config import WorkerConfig
 from kmq.worker.core import RETRY_NOW, WorkerCore, now_ms
@@ -60,13 +60,42 @@ class Worker:
         self._stop = threading.Event()
         self.client: KmqClient | None = None  # the thread path's client while it runs
         self.ready = threading.Event()  # set once the client is connected (the group is joined on first receive)
+        # What stopped the worker other than `stop()`: the loop's own error, or a `WorkerFailedError` naming the
+        # thread (lease tending, a handler thread, an async task) that died. Set before `run()` returns or raises.
+        self.failure: BaseException | None = None
+        self._failure_lock = threading.Lock()
 
     def run(self) -> None:
-        """Work until `stop()`; then finish in-flight handlers (within the grace period), flush and close."""
-        if self.is_async:
-            asyncio.run(AsyncPath(self).run())
-        else:
-            self._run_threads()
+        """Work until `stop()`; then finish in-flight handlers (within the grace period), flush and close.
+
+        An unexpected error in any of the worker's threads stops the worker as a whole (never half of it): the loop
+        ends, unfinished messages are nacked, the consumer leaves its group, and `run()` raises the error (a
+        `WorkerFailedError` when it was not the loop's own thread that died)."""
+        try:
+            if self.is_async:
+                asyncio.run(AsyncPath(self).run())
+            else:
+                self._run_threads()
+        except BaseException as e:
+            self._remember(e)
+            raise
+        if self.failure is not None:
+            raise self.failure
+
+    def fail(self, thread: str, error: BaseException) -> None:
+        """A thread of this worker died on `error`: log it and stop the whole worker (`run()` then raises it)."""
+        _log.critical(
+            "worker on %s: thread %s died, stopping the worker", self.config.queue_topic, thread, exc_info=error
+        )
+        failure = WorkerFailedError(self.config.queue_topic, thread, error)
+        failure.__cause__ = error
+        self._remember(failure)
+        self.stop()
+
+    def _remember(self, failure: BaseException) -> None:
+        with self._failure_lock:
+            if self.failure is None:
+                self.failure = failure
 
     def stop(self) -> None:
         """Stop receiving and shut down gracefully (thread-safe, idempotent; e.g. from a signal handler)."""
@@ -78,13 +107,20 @@ class Worker:
         return self._stop.is_set()
 
     def run_in_thread(self) -> threading.Thread:
-        thread = threading.Thread(target=self.run, name="kmq-worker", daemon=True)
+        """`run()` in a thread; once it has ended, `failure` holds what stopped the worker (None after `stop()`)."""
+        thread = threading.Thread(target=self._run_recording, name="kmq-worker", daemon=True)
         thread.start()
         return thread
 
+    def _run_recording(self) -> None:
+        try:
+            self.run()
+        except BaseException:  # noqa: BLE001  # kept in `failure` for the thread's owner
+            _log.exception("worker on %s stopped by an error", self.config.queue_topic)
+
     def _run_threads(self) -> None:
         client = self.client = KmqClient(self.config)
-        threads = HandlerThreads(self.core, client, self.handler, self.settings.concurrency)
+        threads = HandlerThreads(self.core, client, self.handler, self.settings.concurrency, self.fail)
         tending = threading.Event()
         # Leases are tended on a thread of their own: a slow receive (an acks=all flush, a commit) never delays an
         # extension. It alone writes the acknowledgements while the loop runs, so a slow receive never delays an END.
@@ -116,9 +152,12 @@ class Worker:
             threads.submit(batch)
 
     def _tend_until(self, client: KmqClient, threads: HandlerThreads, done: threading.Event) -> None:
-        while not done.wait(TICK_S):
-            threads.write_acks()
-            self._tend(client)
+        try:
+            while not done.wait(TICK_S):
+                threads.write_acks()
+                self._tend(client)
+        except BaseException as e:  # noqa: BLE001  # no lease tending, no ENDs: the whole worker stops
+            self.fail(threading.current_thread().name, e)
 
     def _tend(self, client: KmqClient) -> None:
         """Extend leases near their deadline and fail those past the maximum processing time; publish metrics."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections import deque
+from collections.abc import Callable
 
 from kmq.client import KmqClient
 from kmq.message import Message
@@ -23,8 +24,16 @@ class HandlerThreads:
     by the thread that produces the extensions, so an END can never overtake an extension of its message, and the
     handler threads do not contend for the producer (the cost of a message stays near the bare client's)."""
 
-    def __init__(self, core: WorkerCore, client: KmqClient, handler: Handler, concurrency: int) -> None:
+    def __init__(
+        self,
+        core: WorkerCore,
+        client: KmqClient,
+        handler: Handler,
+        concurrency: int,
+        on_death: Callable[[str, BaseException], None],
+    ) -> None:
         self._core, self._client, self._handler = core, client, handler
+        self._on_death = on_death  # a thread died on an unexpected error (not the handler's: those are outcomes)
         self._queue: queue.SimpleQueue[list[Message] | None] = queue.SimpleQueue()
         self._concurrency = concurrency
         self.draining = False  # shutdown: messages not started yet are nacked, not run
@@ -68,6 +77,13 @@ class HandlerThreads:
             self._queue.put(_STOP)
 
     def _serve(self, index: int) -> None:
+        try:
+            self._serve_until_stopped(index)
+        except BaseException as e:  # noqa: BLE001  # the worker stops as a whole, never runs on one thread short
+            self._busy[index] = False
+            self._on_death(threading.current_thread().name, e)
+
+    def _serve_until_stopped(self, index: int) -> None:
         get, core, busy = self._queue.get, self._core, self._busy
         while (chunk := get()) is not _STOP:
             if self.draining:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import Counter, deque
+from typing import cast
 
+from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.message import Message
 from kmq.worker.config import WorkerConfig
@@ -51,7 +53,9 @@ class LookedAtByBoth(deque[Message]):
 def test_two_writers_taking_the_last_acknowledgement_at_once_write_it_once() -> None:
     client = CountingClient()
     core = WorkerCore(CONFIG, WorkerConfig(concurrency=1), WorkerMetrics("jobs"))
-    threads = HandlerThreads(core, client, lambda msg: None, 1)  # type: ignore[arg-type]  # processed() only
+    died: list[BaseException] = []
+    client_ = cast(KmqClient, client)  # processed() is all HandlerThreads calls here
+    threads = HandlerThreads(core, client_, lambda msg: None, 1, lambda thread, e: died.append(e))
     threads.acked = LookedAtByBoth(threading.Barrier(2))
     threads.acked.append(Message(b"v", None, "jobs", 0, 7, 0, 0, now_ms() + 30_000))
     errors: list[BaseException] = []
@@ -69,5 +73,5 @@ def test_two_writers_taking_the_last_acknowledgement_at_once_write_it_once() -> 
         writer.join(2 * WAIT_S)
     threads.stop()
     assert not any(writer.is_alive() for writer in writers)
-    assert errors == []
+    assert errors == [] and died == []
     assert client.ends == Counter({7: 1})
