@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import signal
-from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -13,6 +11,7 @@ from confluent_kafka import KafkaException
 from kmq.cli.errors import friendly_errors
 from kmq.cli.options import BootstrapOption, QueueOption, env_hint, parse_log_level, with_env_hint
 from kmq.cli.options import settings_epilog as shared_epilog
+from kmq.cli.stopping import StopBeforeStart, Stopping
 from kmq.errors import ConfigError, KmqError
 from tracker.config import ENV_FIELD_PREFIX, TrackerConfig
 from tracker.service import TrackerService
@@ -61,6 +60,7 @@ def tracker(
     Configured by KMQ_* variables (the core settings: KMQ_BOOTSTRAP_SERVERS, KMQ_QUEUE_TOPIC, ...) and
     KMQ_TRACKER_* (its own); flags win over both.
     """
+    stopping = Stopping("tracker", TrackerConfig.model_fields["shutdown_timeout_ms"].default)
     _set_log_level(log_level)
     core = {"bootstrap_servers": bootstrap_servers, "queue_topic": queue}
     own = {
@@ -71,13 +71,18 @@ def tracker(
         "max_in_flight": max_in_flight,
         "commit_interval_ms": commit_interval_ms,
     }
-    config = _load(_given(core), _given(own))
-    service = TrackerService(config)
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda number, frame: _stop(service, number, frame))
     try:
+        config = _load(_given(core), _given(own))
+        stopping.watch.timeout_ms = config.shutdown_timeout_ms
+        service = TrackerService(config, stop_watch=stopping.watch)
+        stopping.running(lambda signum: service.request_stop())
         service.run()
-    except (KmqError, KafkaException):
+    except StopBeforeStart:
+        _log.info("tracker stopped during its start-up")
+    except (KmqError, KafkaException) as e:
+        if stopping.requested:  # asked to stop: a start-up the cluster cut short is not a failure
+            _log.warning("tracker stopped during its start-up, which failed: %s", e)
+            return
         raise  # one line of error (friendly_errors), exit 1
     except Exception as e:
         _log.critical("tracker stopped by an unexpected error (it left its group; restart it)", exc_info=True)
@@ -109,11 +114,6 @@ def _load(core: dict[str, Any], own: dict[str, Any]) -> TrackerConfig:
 
 def _given(values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
-
-
-def _stop(service: TrackerService, signum: int, frame: FrameType | None) -> None:
-    _log.info("received %s: stopping", signal.Signals(signum).name)
-    service.request_stop()
 
 
 def _set_log_level(level: str) -> None:

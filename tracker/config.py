@@ -37,6 +37,12 @@ class TrackerConfig(FrozenConfig):
     write_timeout_ms: int = Field(30_000, gt=0, description="how long a copy or END may take to be acknowledged")
     read_timeout_ms: int = Field(10_000, gt=0, description="how long reading a due message from the queue may take")
     liveness_timeout_ms: int = Field(60_000, gt=0, description="/healthz fails when the loop has not turned this long")
+    shutdown_timeout_ms: int = Field(
+        80_000,
+        gt=0,
+        description="longest a stop may take (passes, flushes, commit, leaving the group); then it gives up and exits 1"
+        " (keep it below terminationGracePeriodSeconds, 90 s in deploy/kubernetes)",
+    )
     topic_check_interval_ms: int = Field(
         30_000, gt=0, description="how often queue and markers partition counts are compared (added partitions)"
     )

@@ -13,6 +13,7 @@ import time
 from types import TracebackType
 
 from kmq.admin import check_topics
+from kmq.stop_watch import StopWatch
 from tracker.config import TrackerConfig
 from tracker.http import HealthServer
 from tracker.ingest import MarkersIngest
@@ -27,8 +28,13 @@ _log = logging.getLogger(__name__)
 class TrackerService:
     """Run with `run()` (blocking, e.g. `python -m tracker`) or `run_in_thread()`; end with `stop()`."""
 
-    def __init__(self, config: TrackerConfig, metrics: TrackerMetrics | None = None) -> None:
+    def __init__(
+        self, config: TrackerConfig, metrics: TrackerMetrics | None = None, stop_watch: StopWatch | None = None
+    ) -> None:
+        """`stop_watch`: armed when the shutdown begins, it ends the process if the shutdown outlives its timeout
+        (`kmq tracker` passes one; in-process users, who own their process, may not)."""
         self.config = config
+        self._watch = stop_watch
         self.metrics = metrics if metrics is not None else TrackerMetrics()
         self._stopping = threading.Event()
         self._started = threading.Event()
@@ -150,15 +156,26 @@ class TrackerService:
     def _shutdown(self, ingest: MarkersIngest, loop: Loop, pool: RedeliveryPool) -> None:
         self._stopping.set()
         self._set_ready(False)
+        if self._watch is not None:
+            self._watch.arm()
         try:
             try:
+                self._step("waiting for the running redelivery passes")
                 loop.drain()  # running passes end (their ENDs acknowledged) and are settled before the commit
             finally:
+                self._step("flushing the redelivery workers' END markers")
                 pool.close()
         finally:
             try:
+                self._step("committing the pending tail and leaving the group")
                 ingest.close()  # commit, then leave the group so the partitions move at once
             finally:
                 if self._http is not None:
                     self._http.stop()
+                if self._watch is not None:
+                    self._watch.disarm()
                 _log.info("tracker stopped")
+
+    def _step(self, step: str) -> None:
+        if self._watch is not None:
+            self._watch.step = step

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
-from kmq.cli._app import app, main
+from kmq.cli import _early_stop
+
+_early_stop.install()  # before the imports below, which take a while
+
+from kmq.cli._app import app, main  # noqa: E402  # after the early signal handling
 
 __all__ = ["app", "main"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-from types import FrameType
 from typing import Annotated
 
 import typer
@@ -14,12 +13,16 @@ from prometheus_client import start_http_server
 
 from kmq.cli.errors import fail, friendly_errors
 from kmq.cli.options import BootstrapOption, QueueOption, build_config, parse_log_level
+from kmq.cli.stopping import StopBeforeStart, Stopping
 from kmq.errors import KmqError
 from kmq.worker import Worker, WorkerConfig
 from kmq.worker.loader import load_handler
 
 _log = logging.getLogger(__name__)
 _defaults = WorkerConfig()
+# After the handlers' grace period, how long flushing the markers and leaving the group may take before the worker
+# gives up and exits 1 (a Kubernetes terminationGracePeriodSeconds must cover both).
+CLOSE_BUDGET_MS = 20_000
 
 
 @friendly_errors
@@ -51,36 +54,47 @@ def worker(
 ) -> None:
     """Run HANDLER on every message: return = processed, raise kmq.Retry = nack, kmq.Reject = dead letter,
     any other exception = retry with backoff. SIGTERM/SIGINT stop it gracefully; a second one at once."""
+    stopping = Stopping("worker", shutdown_grace_ms + CLOSE_BUDGET_MS)
     _set_log_level(log_level)
-    config = build_config(bootstrap_servers, queue, msg_timeout_ms=msg_timeout_ms)
-    settings = WorkerConfig(
-        concurrency=concurrency,
-        prefetch=prefetch,
-        max_processing_ms=max_processing_ms,
-        shutdown_grace_ms=shutdown_grace_ms,
-        breaker_threshold=breaker_threshold,
-        breaker_window_ms=breaker_window_ms,
-    )
-    runtime = Worker(load_handler(handler), config, settings=settings)
+    try:
+        config = build_config(bootstrap_servers, queue, msg_timeout_ms=msg_timeout_ms)
+        settings = WorkerConfig(
+            concurrency=concurrency,
+            prefetch=prefetch,
+            max_processing_ms=max_processing_ms,
+            shutdown_grace_ms=shutdown_grace_ms,
+            breaker_threshold=breaker_threshold,
+            breaker_window_ms=breaker_window_ms,
+        )
+        _work(stopping, Worker(load_handler(handler), config, settings=settings), handler, metrics_port)
+    except StopBeforeStart:
+        _log.info("worker stopped during its start-up")
+
+
+def _work(stopping: Stopping, runtime: Worker, handler: str, metrics_port: int | None) -> None:
     if metrics_port is not None:
         try:
             start_http_server(metrics_port, registry=runtime.metrics.registry)
         except OSError as e:  # the port is taken, or below 1024 without the right
             raise fail(f"--metrics-port {metrics_port}: {e.strerror or e}") from e
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda number, frame: _on_signal(runtime, number, frame))
-    _log.info("worker on %s: %s, concurrency %d", config.queue_topic, handler, concurrency)
+    stopping.running(lambda signum: _on_signal(runtime, signum))
+    topic = runtime.config.queue_topic
+    _log.info("worker on %s: %s, concurrency %d", topic, handler, runtime.settings.concurrency)
     try:
         runtime.run()
-    except (KmqError, KafkaException):
+    except (KmqError, KafkaException) as e:
+        if stopping.requested and not runtime.ready.is_set():  # asked to stop: a start-up cut short is no failure
+            _log.warning("worker stopped during its start-up, which failed: %s", e)
+            return
         raise  # one line of error (friendly_errors), exit 1; a dead thread's traceback is logged already
     except Exception as e:
         _log.critical("worker stopped by an unexpected error (it left its group; restart it)", exc_info=True)
         raise typer.Exit(1) from e
+    stopping.watch.disarm()
     _log.info("worker stopped cleanly")
 
 
-def _on_signal(runtime: Worker, signum: int, frame: FrameType | None) -> None:
+def _on_signal(runtime: Worker, signum: int) -> None:
     name = signal.Signals(signum).name
     if runtime.stopping:
         _log.warning("second %s: exiting at once (unfinished messages come back after their deadline)", name)

@@ -26,6 +26,7 @@ from deploytools import (
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
+import api.cli
 import api.routers.health
 import api.state
 from api.app import create_app
@@ -252,6 +253,9 @@ def test_grace_periods_cover_the_services_shutdown(
     # A redelivery pass in progress (read, then write the copies), then the shutdown flush, then commit and leave.
     tracker_needs_s = (config.read_timeout_ms + 2 * config.write_timeout_ms) / 1000 + 5
     assert pod_spec(tracker)["terminationGracePeriodSeconds"] >= tracker_needs_s
+    # It gives up (exit 1) only after that, and before Kubernetes kills it.
+    grace_s = pod_spec(tracker)["terminationGracePeriodSeconds"]
+    assert tracker_needs_s <= config.shutdown_timeout_ms / 1000 < grace_s
     pre_stop_s = int(container(api_deployment)["lifecycle"]["preStop"]["exec"]["command"][-1])
     api_env = pod_environment(resources, api_deployment)
     write_s = int(api_env["KMQ_API_WRITE_TIMEOUT_MS"]) / 1000
@@ -259,6 +263,9 @@ def test_grace_periods_cover_the_services_shutdown(
     closing_s = api.state.CLOSE_TIMEOUT_S * len(api_env["KMQ_API_QUEUES"].split(","))
     api_needs_s = pre_stop_s + MAX_WAIT_MS / 1000 + write_s + closing_s
     assert pod_spec(api_deployment)["terminationGracePeriodSeconds"] >= api_needs_s
+    # `kmq api` gives up on its stop (exit 1) after all that, before Kubernetes kills it.
+    stop_s = api.cli.STOP_TIMEOUT_MS / 1000
+    assert api_needs_s - pre_stop_s <= stop_s < pod_spec(api_deployment)["terminationGracePeriodSeconds"] - pre_stop_s
 
 
 def test_api_readiness_timeout_covers_its_topic_checks(rendered: dict[str, list[Resource]]) -> None:

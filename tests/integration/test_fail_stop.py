@@ -33,16 +33,16 @@ from tests.integration.test_worker import send_numbers
 pytestmark = pytest.mark.integration
 MakeConfig = Callable[..., KmqConfig]
 EXIT_S = 60
-# Breaks `module:Class.method` (KMQ_TEST_FAULT) once the file KMQ_TEST_FAULT_FILE exists, then runs the command.
+# Breaks `module:Class.method` (FAULT_TARGET) once the file FAULT_TRIGGER_FILE exists, then runs the command.
 FAULT = textwrap.dedent(
     """
     import importlib, os, sys
 
     def install():
-        module, _, attribute = os.environ["KMQ_TEST_FAULT"].partition(":")
+        module, _, attribute = os.environ["FAULT_TARGET"].partition(":")
         owner_name, _, method = attribute.partition(".")
         owner = getattr(importlib.import_module(module), owner_name)
-        original, trigger = getattr(owner, method), os.environ["KMQ_TEST_FAULT_FILE"]
+        original, trigger = getattr(owner, method), os.environ["FAULT_TRIGGER_FILE"]
 
         def broken(*args, **kwargs):
             if os.path.exists(trigger):
@@ -75,7 +75,7 @@ def faulty(
     trigger = tmp_path / "trigger"
     module, function, *args = command
     code = f"import fault; fault.install(); from {module} import {function}; {function}()"
-    env = {**os.environ, **env, "KMQ_TEST_FAULT": target, "KMQ_TEST_FAULT_FILE": str(trigger)}
+    env = {**os.environ, **env, "FAULT_TARGET": target, "FAULT_TRIGGER_FILE": str(trigger)}
     log = tmp_path / "child.log"
     with log.open("a") as out:
         child = subprocess.Popen(
