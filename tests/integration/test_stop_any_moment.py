@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -128,22 +130,43 @@ def test_with_the_broker_gone_the_tracker_and_worker_stop_in_bounded_time(
     send_numbers(config, 20)
     tracker_args, tracker_env = command("tracker", config, tmp_path)
     tracker_env["KMQ_TRACKER_SHUTDOWN_TIMEOUT_MS"] = str(STOP_TIMEOUT_S * 1000)
+    # a second tracker the broker refuses (a session timeout below the broker's minimum): it never joins, as in the
+    # issue's report of trackers that then did not stop
+    refused_args, refused_env = command("tracker", config, tmp_path)
+    refused_env["KMQ_TRACKER_SHUTDOWN_TIMEOUT_MS"] = str(STOP_TIMEOUT_S * 1000)
+    refused_env["KMQ_CONSUMER_KAFKA_CONFIG"] = json.dumps({"session.timeout.ms": 300, "heartbeat.interval.ms": 100})
+    refused_probe = f"http://127.0.0.1:{refused_args[refused_args.index('--http-port') + 1]}/healthz"
     worker_args, worker_env = command("worker", config, tmp_path)
     worker_args[-1] = "0"  # --shutdown-grace-ms: the stop's whole budget is then the close's (CLOSE_BUDGET_MS)
-    with child(tracker_args, tracker_env, tmp_path) as tracker, child(worker_args, worker_env, tmp_path) as worker:
+    with (
+        child(tracker_args, tracker_env, tmp_path) as tracker,
+        child(refused_args, refused_env, tmp_path) as refused,
+        child(worker_args, worker_env, tmp_path) as worker,
+    ):
         wait_for(lambda: group_members(config, f"{config.markers_topic}__tracker") == 1, 30, what="tracker joined")
         wait_for(lambda: group_members(config, config.group_id) == 1, 30, what="worker joined")
+        wait_for(lambda: _status(refused_probe) == 200, 30, what="the refused tracker's loop turning")
         own_broker.stop()
         started = time.monotonic()
-        tracker.send_signal(signal.SIGTERM)
-        worker.send_signal(signal.SIGTERM)
-        tracker_code = tracker.wait(STOP_TIMEOUT_S + 15)
-        worker_code = worker.wait(25 + 15)
+        for process in (tracker, refused, worker):
+            process.send_signal(signal.SIGTERM)
+        codes = [process.wait(STOP_TIMEOUT_S + 15) for process in (tracker, refused)]
+        codes.append(worker.wait(25 + 15))
         took_s = time.monotonic() - started
     log = said(tmp_path)
     # each ends: cleanly if it could, else with exit 1 and the step it gave up on logged
-    for code in (tracker_code, worker_code):
+    for code in codes:
         assert code in (0, 1), log[-4000:]
         if code == 1:
             assert "did not stop within" in log, log[-4000:]
     assert took_s < 25 + 15, log[-4000:]
+
+
+def _status(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as e:
+        return e.code
+    except OSError:
+        return None
