@@ -6,10 +6,13 @@ Each receipt is judged on its own. A refused receipt (invalid, other queue) is n
 stops this delivery from coming back — but no START on nack or extend: a START written after the tracker's END
 would make the key pending again and cause a second redelivery.
 
-A delivery settles once (issue 15, item 9): once ack or nack was written for it, by any replica, any further ack,
-nack or extend of one of its receipts answers 409 and writes nothing (`AlreadySettledError`). What was settled is
-read back from the markers topic (`SettleView`); two replicas settling one delivery within the same ~100 ms (the
-view's read lag) may both write, one replica never does.
+A delivery settles once (issue 15, item 9; across replicas, issue 29): once ack or nack was written for it, by any
+replica, any further ack, nack or extend of one of its receipts answers 409, and a receipt that an extend used is
+spent (the extend returned the one to use). Which settle wins is decided by the markers partition's order, the same
+way by every replica and by the tracker (kmq.receipt_notes): a replica writes its marker, waits until its settle
+view has read the partition past it, and answers 200 only if its note won; a note that lost (another replica's
+settle came first) answers 409 and has no effect anywhere. Settles this replica already knows to lose answer 409
+before writing anything.
 """
 
 from __future__ import annotations
@@ -22,12 +25,12 @@ from dataclasses import dataclass
 import anyio.to_thread
 from confluent_kafka import KafkaError
 
-from api.delivery import Outcome, is_outage
+from api.delivery import Delivered, Outcome, is_outage
 from api.metrics import ApiMetrics
 from api.receipts import Receipt, ReceiptSigner, Refusal
 from api.responses import ResultJson, receipt_result
 from api.served import ServedQueue
-from api.settle_markers import Write, plan
+from api.settle_markers import Marker, Write, plan
 from api.settlements import Action, Delivery
 from kmq.errors import BrokerUnavailableError
 
@@ -56,9 +59,10 @@ async def settle(
         markers = plan(queue.config, writes, settlement.action, now_ms, settlement.delay_ms, settlement.timeout_ms)
         outcomes = await queue.producer.produce([marker.record for marker in markers])
         _raise_on_outage(queue, outcomes)
-        for marker, outcome in zip(markers, outcomes, strict=True):
-            if not isinstance(outcome, KafkaError):
-                queue.settled.observe(marker.record.partition, marker.runs, marker.note, outcome.offset)
+        written = [(m, outcome) for m, outcome in zip(markers, outcomes, strict=True) if isinstance(outcome, Delivered)]
+        for marker, delivered in written:
+            queue.settled.observe(marker.record.partition, marker.runs, marker.note, delivered.offset)
+        await _arbitrate(queue, metrics, written)
     for marker, outcome in zip(markers, outcomes, strict=True):
         for write in marker.writes:
             results[write.index] = _result(write, outcome, settlement, signer, now_ms)
@@ -101,23 +105,50 @@ def _reserved(queue: ServedQueue, metrics: ApiMetrics, writes: list[Write]) -> I
     Runs on the event loop with no await between the checks and the holding, so two requests never both pass."""
     held: list[Delivery] = []
     deliveries = [(w.receipt.partition, w.receipt.offset, w.receipt.issued_at_ms) for w in writes]
+    receipts = [(*delivery, w.receipt.deadline_ms) for delivery, w in zip(deliveries, writes, strict=True)]
     try:
-        for write, delivery, settled_by in zip(
-            writes, deliveries, queue.settled.settled_by_all(deliveries), strict=True
-        ):
+        for write, delivery, refusal in zip(writes, deliveries, queue.settled.refusals(receipts), strict=True):
             receipt = write.receipt
-            if settled_by is not None or delivery in queue.settling:
+            if refusal is not None or delivery in queue.settling:
                 metrics.replayed.labels(queue.name).inc()
-                how = f"already settled by {settled_by}" if settled_by else "being settled by another request"
+                how = refusal or "being settled by another request"
                 raise AlreadySettledError(
                     f"receipts[{write.index}]: the delivery of {queue.name}[{receipt.partition}]@{receipt.offset} "
-                    f"is {how}; a receipt settles once, so nothing was written for this request"
+                    f"(this receipt) is {how}; a receipt settles once, so nothing was written for this request"
                 )
             queue.settling.add(delivery)
             held.append(delivery)
         yield
     finally:
         queue.settling.difference_update(held)
+
+
+async def _arbitrate(queue: ServedQueue, metrics: ApiMetrics, written: list[tuple[Marker, Delivered]]) -> None:
+    """Once the view has read past this request's markers, every earlier note is known: AlreadySettledError (409)
+    if a note of this request lost to one written first (by another replica) — it then has no effect anywhere."""
+    if not written:
+        return
+    ends: dict[int, int] = {}
+    for marker, delivered in written:
+        ends[marker.record.partition] = max(ends.get(marker.record.partition, -1), delivered.offset)
+    timeout_s = queue.producer.timeout_s
+    if not await anyio.to_thread.run_sync(queue.settled.wait_past, ends, timeout_s):
+        raise BrokerUnavailableError(
+            queue.config.bootstrap_servers, f"{queue.config.markers_topic} not read back in {timeout_s:.0f}s"
+        )
+    pairs = [(delivered, write) for marker, delivered in written for write in marker.writes]
+    verdicts = queue.settled.won(
+        [(w.receipt.partition, w.receipt.offset, w.receipt.issued_at_ms, delivered.offset) for delivered, w in pairs]
+    )
+    lost = [write for (_, write), won in zip(pairs, verdicts, strict=True) if not won]
+    if lost:
+        metrics.replayed.labels(queue.name).inc(len(lost))
+        receipt = lost[0].receipt
+        raise AlreadySettledError(
+            f"receipts[{lost[0].index}]: the delivery of {queue.name}[{receipt.partition}]@{receipt.offset} was "
+            "settled first by another request (another replica's, a moment earlier); a receipt settles once, so "
+            f"this request's settle of {len(lost)} receipt(s) has no effect"
+        )
 
 
 def _raise_on_outage(queue: ServedQueue, outcomes: list[Outcome]) -> None:

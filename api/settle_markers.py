@@ -64,19 +64,20 @@ def _single(
         value = StartMarker(delay).encode()
     # The note is kept until the latest deadline of a receipt of the delivery (an extend's is its new one).
     keep_until_ms = now_ms + timeout_ms if action == "extend" else receipt.deadline_ms
-    note = Note(action, receipt.issued_at_ms, keep_until_ms)
+    note = Note(action, receipt.issued_at_ms, keep_until_ms, receipt.deadline_ms)
     record = _record(config.markers_topic, receipt.partition, receipt.offset, value, note)
     return Marker(record, note, (write,), ((receipt.offset, 1),))
 
 
 def _batch_ends(topic: str, writes: list[Write]) -> list[Marker]:
-    """One BATCH END per (partition, issue time): the note names the delivery by both, with the key's offsets."""
-    groups: dict[tuple[int, int], list[Write]] = defaultdict(list)
+    """One BATCH END per (partition, issue time, receipt deadline): the note names the deliveries by the first two,
+    with the key's offsets, and their receipts by the third (receipts of one receive share it unless extended)."""
+    groups: dict[tuple[int, int, int], list[Write]] = defaultdict(list)
     for write in writes:
-        groups[(write.receipt.partition, write.receipt.issued_at_ms)].append(write)
+        groups[(write.receipt.partition, write.receipt.issued_at_ms, write.receipt.deadline_ms)].append(write)
     markers: list[Marker] = []
-    for (partition, issued_at_ms), group in groups.items():
-        note = Note("ack", issued_at_ms, max(write.receipt.deadline_ms for write in group))
+    for (partition, issued_at_ms, deadline_ms), group in groups.items():
+        note = Note("ack", issued_at_ms, deadline_ms, deadline_ms)
         by_offset = {write.receipt.offset: write for write in group}
         for runs in split_runs(runs_of(by_offset)):
             covered = tuple(by_offset[offset] for start, length in runs for offset in range(start, start + length))

@@ -21,32 +21,21 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka import Message as KafkaMessage
 
 from api.settlements import HEADER, Action, Delivery, Note, Settlements
-from kmq.batch_markers import BatchEnd, Run, decode_batch_marker, is_batch_value
+from kmq.batch_markers import Run
 from kmq.config import KmqConfig
-from kmq.errors import MarkerDecodeError
 from kmq.kafka import consumer_settings
 from kmq.markers import MarkerKey
+from kmq.receipt_notes import noted_runs
 
 _log = logging.getLogger(__name__)
 COMMIT_INTERVAL_S = 2.0
 _POLL_S = 0.1
+# While a settle waits for its own marker to be read back (to know whether it won), a read returns this soon.
+_WAITED_POLL_S = 0.005
 _BATCH = 1000
 _COMMITTED_TIMEOUT_S = 5.0
 TOPIC_CHECK_S = 10.0  # how often the view looks for partitions added to the markers topic
 _KEY_BYTES = 12
-
-
-def noted_runs(key_offset: int, value: bytes | None) -> tuple[Run, ...]:
-    """The queue offsets a noted marker settles, as runs: its key's, or a BATCH END's set (an ack of several
-    receipts of one receive). A batch value that breaks the format notes nothing, as it ends nothing."""
-    if not is_batch_value(value):
-        return ((key_offset, 1),)
-    try:
-        marker = decode_batch_marker(key_offset, value)
-    except MarkerDecodeError as e:
-        _log.warning("a noted batch marker that is not one, skipped: %s", e)
-        return ()
-    return marker.runs if isinstance(marker, BatchEnd) else ()
 
 
 def resume_offsets(positions: dict[int, int], floors: dict[int, int]) -> dict[int, int]:
@@ -74,6 +63,7 @@ class SettleView:
         self._consumer = Consumer(consumer_settings(config, self.group_id, enable_partition_eof=True))
         self._partitions = partitions  # markers partitions read: 0 .. partitions - 1
         self._stopping = threading.Event()
+        self._waiting = 0  # requests waiting in `wait_past`: the reading thread then polls more often
         self._on_death = on_death  # the reading thread died on an unexpected error: settles could not be judged
         self._thread = threading.Thread(
             target=self._run_watched, name=f"kmq-api-settled-{config.queue_topic}", daemon=True
@@ -93,6 +83,34 @@ class SettleView:
         """`settled_by` of each (partition, offset, issued_at_ms), under one lock."""
         with self._lock:
             return [self._settlements.settled_by(*delivery) for delivery in deliveries]
+
+    def refusals(self, receipts: list[tuple[int, int, int, int]]) -> list[str | None]:
+        """For each (partition, offset, issued_at_ms, receipt deadline): why a settle with it would lose as far as
+        this replica has read (settled, or the receipt spent), or None."""
+        with self._lock:
+            return [self._settlements.refusal(*receipt) for receipt in receipts]
+
+    def won(self, notes: list[tuple[int, int, int, int]]) -> list[bool]:
+        """For each (partition, offset, issued_at_ms, marker offset): whether that note takes effect (the
+        settle-once rule of kmq.receipt_notes). Final once `wait_past` has returned True for its marker offset."""
+        with self._lock:
+            return [self._settlements.won(*note) for note in notes]
+
+    def wait_past(self, marker_offsets: dict[int, int], timeout_s: float) -> bool:
+        """Wait up to `timeout_s` until each markers partition has been read past the given marker offset: every
+        note written before it is then known here."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            self._waiting += 1
+            try:
+                while any(self._positions.get(p, 0) <= offset for p, offset in marker_offsets.items()):
+                    remaining_s = deadline - time.monotonic()
+                    if remaining_s <= 0:
+                        return False
+                    self._changed.wait(min(remaining_s, _POLL_S))
+                return True
+            finally:
+                self._waiting -= 1
 
     def has_read(self, partitions: set[int]) -> bool:
         """Whether every one of `partitions` was read up to the end it had when the view began reading it, and so
@@ -158,7 +176,7 @@ class SettleView:
         next_commit = next_topic_check = time.monotonic() + COMMIT_INTERVAL_S
         while not self._stopping.is_set():
             try:
-                self._read(self._consumer.consume(_BATCH, _POLL_S))
+                self._read(self._consumer.consume(_BATCH, _WAITED_POLL_S if self._waiting else _POLL_S))
                 if time.monotonic() >= next_commit:
                     next_commit = time.monotonic() + COMMIT_INTERVAL_S
                     self._prune_and_commit()
@@ -193,6 +211,8 @@ class SettleView:
 
     def _read(self, records: list[KafkaMessage]) -> None:
         with self._lock:
+            if records:
+                self._changed.notify_all()  # positions move: `wait_past` looks again
             for record in records:
                 error = record.error()
                 if error is None:

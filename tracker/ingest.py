@@ -11,6 +11,7 @@ from confluent_kafka import Message as KafkaMessage
 
 from kmq.config import KafkaValue
 from kmq.kafka import consumer_settings
+from kmq.receipt_notes import HEADER as RECEIPT_HEADER
 from tracker._fetch import fetch
 from tracker.alignment import PartitionCounts
 from tracker.config import TrackerConfig
@@ -87,6 +88,9 @@ class MarkersIngest:
 
     def commit(self) -> None:
         """Commit, per owned partition, the oldest pending START (else the read position) where it moved."""
+        now = now_ms()
+        for state in self.partitions.values():
+            state.forget_notes(now)
         self._commit(list(self.partitions.values()))
 
     def close(self) -> None:
@@ -107,7 +111,13 @@ class MarkersIngest:
             elif state is not None:
                 kind, timestamp_ms = message.timestamp()
                 stamp = now if kind == TIMESTAMP_NOT_AVAILABLE else timestamp_ms
-                if not state.apply(message.offset() or 0, stamp, message.key(), message.value()):
+                headers = message.headers()  # None for markers of clients and trackers: only the facade's carry any
+                note = _note_of(headers) if headers else None
+                if note is None:
+                    applied = state.apply(message.offset() or 0, stamp, message.key(), message.value())
+                else:
+                    applied = state.apply_noted(message.offset() or 0, stamp, message.key(), message.value(), note)
+                if not applied:
                     undecodable += 1
         self._observe_ends(now)
         self._metrics.markers_consumed.inc(len(messages))
@@ -179,3 +189,13 @@ class MarkersIngest:
                 self._committed[tp.partition] = tp.offset
             else:
                 _log.warning("committing %s[%d] failed: %s", self._topic, tp.partition, tp.error)
+
+
+def _note_of(headers: object) -> bytes | None:
+    """The value of a `kmq-receipt` header (the facade's settle note), if any; `headers` as a consumed record's
+    `headers()` gives them (a list of name, value pairs)."""
+    if isinstance(headers, list):
+        for name, value in headers:
+            if name == RECEIPT_HEADER and isinstance(value, bytes):
+                return value
+    return None

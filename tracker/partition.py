@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from kmq.batch_markers import BatchMarker, BatchStart, decode_batch_marker, is_batch_value, runs_of
 from kmq.errors import MarkerDecodeError
 from kmq.markers import EndMarker, Marker, MarkerKey, StartMarker, decode_marker
+from kmq.receipt_notes import Note, Settlements, noted_runs
 from tracker.mixed_pending import MixedPending
 from tracker.pacing import Backoff
 
@@ -61,6 +62,8 @@ class PartitionState:
         self.undecodable = 0
         self.read_through_ms = 0  # every marker stamped up to this time has been read
         self.at_end = False  # the read position was at the partition's end at the last poll
+        self.notes = Settlements()  # the facade's settle notes read here (the settle-once rule, kmq.receipt_notes)
+        self.lost_settles = 0  # offsets of facade settles that lost to an earlier one: ignored
 
     def apply(self, marker_offset: int, timestamp_ms: int, key: bytes | None, value: bytes | None) -> bool:
         """Apply one record of the markers partition; False (counted, logged once) when it is not a marker."""
@@ -82,6 +85,34 @@ class PartitionState:
                     return True
         self.read_through_ms = max(self.read_through_ms, timestamp_ms)
         return self._apply_checked(marker_offset, timestamp_ms, key, value)
+
+    def apply_noted(
+        self, marker_offset: int, timestamp_ms: int, key: bytes | None, value: bytes | None, note: bytes | None
+    ) -> bool:
+        """`apply` for a record with a `kmq-receipt` header (the facade's settles): it takes effect only on the
+        offsets where its note wins (kmq.receipt_notes); where another settle of the delivery or receipt came first,
+        its START or END is ignored, as the facade answered 409 to whoever wrote it."""
+        decoded = Note.decode(note)
+        if decoded is None or key is None or len(key) != _KEY.size:
+            return self.apply(marker_offset, timestamp_ms, key, value)
+        partition, queue_offset = _KEY.unpack(key)
+        runs = noted_runs(queue_offset, value) if partition == self.partition else ()
+        if not runs:  # not a marker: counted and skipped by `apply`
+            return self.apply(marker_offset, timestamp_ms, key, value)
+        self.notes.observe_runs(partition, runs, decoded, marker_offset)
+        offsets = [offset for start, length in runs for offset in range(start, start + length)]
+        won = [o for o in offsets if self.notes.won(partition, o, decoded.issued_at_ms, marker_offset)]
+        if len(won) == len(offsets):
+            return self.apply(marker_offset, timestamp_ms, key, value)
+        self.lost_settles += len(offsets) - len(won)
+        if won:  # a BATCH END whose note won on some of its offsets only
+            self.pending.batch_end(runs_of(won))
+        self._advance(marker_offset + 1)
+        return True
+
+    def forget_notes(self, now_ms: int) -> None:
+        """Drop the settle notes that no longer matter (their deliveries' deadlines long past)."""
+        self.notes.prune(now_ms)
 
     def observe_position(self, high_watermark: int, now_ms: int) -> None:
         """After each poll: whether reading is at the partition's end (the last fetch's high watermark): then
@@ -143,7 +174,11 @@ class PartitionState:
 
     def commit_offset(self) -> int | None:
         """The markers offset to commit: the oldest pending START, else the read position (None before any read)."""
-        return None if self.position is None else self.pending.commit_offset(self.position)
+        if self.position is None:
+            return None
+        # Not past a settle note that still matters: a restarted replica must see it to judge the later ones.
+        floor = self.notes.floors().get(self.partition, self.position)
+        return min(self.pending.commit_offset(self.position), floor)
 
     def overdue_ms(self, now_ms: int) -> int:
         """How long the earliest pending deadline has passed; 0 when nothing is due."""

@@ -37,7 +37,7 @@ def test_with_kmq_markers_each_ack_is_an_end_of_its_own() -> None:
         (EndMarker().encode(), MarkerKey(1, 5).encode(), 1),
     ]
     assert [m.writes for m in markers] == [(w,) for w in writes]
-    assert {note_of(m.record.headers) for m in markers} == {Note("ack", 100, 5_000)}
+    assert {note_of(m.record.headers) for m in markers} == {Note("ack", 100, 5_000, 5_000)}
 
 
 def test_with_batch_markers_acks_of_one_partition_and_issue_time_share_a_batch_end() -> None:
@@ -45,7 +45,7 @@ def test_with_batch_markers_acks_of_one_partition_and_issue_time_share_a_batch_e
     writes = [write(0, 0, 7), write(1, 1, 3), write(2, 0, 5, deadline_ms=6_000), write(3, 0, 9, issued_at_ms=200)]
     # when planned
     markers = plan(config("batch"), writes, "ack", now_ms=0, delay_ms=None, timeout_ms=0)
-    # then one BATCH END per (partition, issue time), keyed by its base offset, noted until its latest deadline
+    # then one BATCH END per (partition, issue time, receipt deadline), keyed by its base offset, noted until then
     found = {}
     for marker in markers:
         key = MarkerKey.decode(marker.record.key)
@@ -53,12 +53,16 @@ def test_with_batch_markers_acks_of_one_partition_and_issue_time_share_a_batch_e
         batch = decode_batch_marker(key.offset, marker.record.value)
         assert isinstance(batch, BatchEnd)
         assert [w.receipt.offset for w in marker.writes] == list(offsets_in(batch.runs))
-        found[(key.partition, marker.note.issued_at_ms)] = (list(offsets_in(batch.runs)), marker.note)
+        found[(key.partition, marker.note.issued_at_ms, marker.note.receipt_deadline_ms)] = (
+            list(offsets_in(batch.runs)),
+            marker.note,
+        )
         assert note_of(marker.record.headers) == marker.note
     assert found == {
-        (0, 100): ([5, 7], Note("ack", 100, 6_000)),
-        (1, 100): ([3], Note("ack", 100, 5_000)),
-        (0, 200): ([9], Note("ack", 200, 5_000)),
+        (0, 100, 5_000): ([7], Note("ack", 100, 5_000, 5_000)),
+        (0, 100, 6_000): ([5], Note("ack", 100, 6_000, 6_000)),  # an extended receipt: a receipt of its own
+        (1, 100, 5_000): ([3], Note("ack", 100, 5_000, 5_000)),
+        (0, 200, 5_000): ([9], Note("ack", 200, 5_000, 5_000)),
     }
 
 
@@ -66,10 +70,10 @@ def test_nack_and_extend_stay_single_starts_with_batch_markers() -> None:
     writes = [write(0, 0, 5), write(1, 0, 6)]
     nacks = plan(config("batch"), writes, "nack", now_ms=1_000, delay_ms=250, timeout_ms=0)
     assert [m.record.value for m in nacks] == [StartMarker(250).encode()] * 2
-    assert {m.note for m in nacks} == {Note("nack", 100, 5_000)}
+    assert {m.note for m in nacks} == {Note("nack", 100, 5_000, 5_000)}
     extends = plan(config("batch"), writes, "extend", now_ms=1_000, delay_ms=None, timeout_ms=60_000)
     assert [m.record.value for m in extends] == [StartMarker(60_000).encode()] * 2
-    assert {m.note for m in extends} == {Note("extend", 100, 61_000)}
+    assert {m.note for m in extends} == {Note("extend", 100, 61_000, 5_000)}  # spends the receipt of deadline 5 000
 
 
 @given(st.sets(st.integers(0, 10_000), min_size=1, max_size=200))

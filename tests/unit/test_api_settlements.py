@@ -99,3 +99,36 @@ def test_runs_cover_exactly_their_offsets(offsets: set[int], probe: int) -> None
 def test_a_replica_resumes_at_its_first_remembered_note_never_past_what_it_read() -> None:
     # partition 0: notes remembered from 9; partition 1: none; partition 2: its own note at 150, read only to 100
     assert resume_offsets({0: 20, 1: 7, 2: 100}, {0: 9, 2: 150}) == {0: 9, 1: 7, 2: 100}
+
+
+# The settle-once rule (kmq.receipt_notes): the first note in marker order wins; a later one loses when the delivery
+# is settled or its receipt spent. R = the receipt of deadline 1 000 of delivery (0, 5, 100).
+def test_of_two_settles_with_one_receipt_the_first_in_marker_order_wins() -> None:
+    for first, second in [("ack", "ack"), ("ack", "nack"), ("nack", "ack"), ("nack", "extend"), ("extend", "nack")]:
+        settlements = Settlements()
+        # given both written, the second read first (replicas learn them in any order)
+        settlements.observe(0, 5, Note(second, 100, 9_000 if second == "extend" else 1_000, 1_000), marker_offset=8)  # type: ignore[arg-type]
+        settlements.observe(0, 5, Note(first, 100, 9_000 if first == "extend" else 1_000, 1_000), marker_offset=7)  # type: ignore[arg-type]
+        # then the first in marker order wins, the other loses, whoever asks
+        assert (settlements.won(0, 5, 100, 7), settlements.won(0, 5, 100, 8)) == (True, False), (first, second)
+        assert settlements.settled_by(0, 5, 100) == (None if first == "extend" else first)
+        assert settlements.refusal(0, 5, 100, 1_000) is not None  # the receipt cannot settle again
+
+
+def test_an_extend_spends_its_receipt_and_the_one_it_returns_settles() -> None:
+    settlements = Settlements()
+    settlements.observe(0, 5, Note("extend", 100, 9_000, 1_000), marker_offset=7)  # R spent, R' (9 000) handed out
+    assert settlements.refusal(0, 5, 100, 1_000) == "already used (an extend returned the receipt to use now)"
+    assert settlements.refusal(0, 5, 100, 9_000) is None
+    settlements.observe(0, 5, Note("ack", 100, 1_000, 1_000), marker_offset=8)  # R again: loses
+    settlements.observe(0, 5, Note("nack", 100, 9_000, 9_000), marker_offset=9)  # R': wins
+    assert [settlements.won(0, 5, 100, m) for m in (7, 8, 9)] == [True, False, True]
+    assert settlements.settled_by(0, 5, 100) == "nack"
+    assert settlements.refusal(0, 5, 100, 9_000) == "already settled by nack"
+
+
+def test_notes_of_older_facades_decode_with_what_they_tell() -> None:
+    old_ack = bytes([0]) + (100).to_bytes(8, "big") + (1_000).to_bytes(8, "big")
+    old_extend = bytes([2]) + (100).to_bytes(8, "big") + (9_000).to_bytes(8, "big")
+    assert Note.decode(old_ack) == Note("ack", 100, 1_000, 1_000)  # an ack's receipt deadline is its keep_until
+    assert Note.decode(old_extend) == Note("extend", 100, 9_000, None)  # unknown: spends no receipt
