@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,11 +22,14 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from kmq.aio import AsyncKmqClient
+from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.embedded._ports import free_port
 from kmq.errors import WorkerFailedError
 from kmq.kafka import admin_settings
 from kmq.worker import Worker, WorkerConfig
+from kmq.worker.async_path import AsyncPath
 from kmq.worker.runtime import Worker as RuntimeWorker
 from tests.helpers import wait_for
 from tests.integration.test_worker import send_numbers
@@ -124,14 +128,49 @@ def test_run_in_thread_callers_see_what_killed_the_worker(
 ) -> None:
     config = make_config(partitions=1)
 
-    def broken(self: RuntimeWorker, client: object) -> None:
-        raise RuntimeError("injected fault in the lease thread")
+    armed = threading.Event()
+    tend = RuntimeWorker._tend
+
+    def broken(self: RuntimeWorker, client: KmqClient) -> None:
+        if armed.is_set():
+            raise RuntimeError("injected fault in the lease thread")
+        tend(self, client)
 
     worker = Worker(lambda msg: None, config, settings=WorkerConfig(concurrency=2))
     monkeypatch.setattr(RuntimeWorker, "_tend", broken)
     thread = worker.run_in_thread()
+    wait_for(lambda: group_members(config, config.group_id) == 1, 30, what="the worker in its group")
+    armed.set()
     thread.join(EXIT_S)
     assert not thread.is_alive(), "the worker went on without its lease thread"
+    assert isinstance(worker.failure, WorkerFailedError)
+    assert "kmq-leases" in str(worker.failure) and "injected fault" in str(worker.failure.__cause__)
+    assert group_members(config, config.group_id) == 0
+
+
+def test_an_async_worker_whose_task_dies_stops_and_says_which(
+    make_config: MakeConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = make_config(partitions=1)
+
+    async def handle(msg: object) -> None:
+        return None
+
+    armed = threading.Event()
+    tend = AsyncPath._tend
+
+    async def broken(self: AsyncPath, client: AsyncKmqClient) -> None:
+        if armed.is_set():
+            raise RuntimeError("injected fault in the lease task")
+        await tend(self, client)
+
+    worker = Worker(handle, config, settings=WorkerConfig(concurrency=2))
+    monkeypatch.setattr(AsyncPath, "_tend", broken)
+    thread = worker.run_in_thread()
+    wait_for(lambda: group_members(config, config.group_id) == 1, 30, what="the worker in its group")
+    armed.set()
+    thread.join(EXIT_S)
+    assert not thread.is_alive(), "the worker went on without its lease task"
     assert isinstance(worker.failure, WorkerFailedError)
     assert "kmq-leases" in str(worker.failure) and "injected fault" in str(worker.failure.__cause__)
     assert group_members(config, config.group_id) == 0
