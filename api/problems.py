@@ -30,7 +30,11 @@ MALFORMED: dict[int | str, dict[str, Any]] = {
     400: {"model": Problem, "description": "the body is not UTF-8 JSON, or (send) a base64 field does not decode"}
 }
 SETTLED: dict[int | str, dict[str, Any]] = {
-    409: {"model": Problem, "description": "a receipt's delivery was already settled: nothing was written"}
+    409: {
+        "model": Problem,
+        "description": "a receipt's delivery was settled already (or the receipt spent by an extend), or another"
+        " replica settled it first: this request's settle of it has no effect",
+    }
 }
 # Every route with a body under /v1/queues/{queue} may answer these.
 BODY_ERRORS = {**UNAUTHORIZED, **NOT_SERVED, **MALFORMED, **TOO_LARGE, **UNAVAILABLE}

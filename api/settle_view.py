@@ -30,8 +30,6 @@ from kmq.receipt_notes import noted_runs
 _log = logging.getLogger(__name__)
 COMMIT_INTERVAL_S = 2.0
 _POLL_S = 0.1
-# While a settle waits for its own marker to be read back (to know whether it won), a read returns this soon.
-_WAITED_POLL_S = 0.005
 _BATCH = 1000
 _COMMITTED_TIMEOUT_S = 5.0
 TOPIC_CHECK_S = 10.0  # how often the view looks for partitions added to the markers topic
@@ -63,7 +61,6 @@ class SettleView:
         self._consumer = Consumer(consumer_settings(config, self.group_id, enable_partition_eof=True))
         self._partitions = partitions  # markers partitions read: 0 .. partitions - 1
         self._stopping = threading.Event()
-        self._waiting = 0  # requests waiting in `wait_past`: the reading thread then polls more often
         self._on_death = on_death  # the reading thread died on an unexpected error: settles could not be judged
         self._thread = threading.Thread(
             target=self._run_watched, name=f"kmq-api-settled-{config.queue_topic}", daemon=True
@@ -101,16 +98,12 @@ class SettleView:
         note written before it is then known here."""
         deadline = time.monotonic() + timeout_s
         with self._changed:
-            self._waiting += 1
-            try:
-                while any(self._positions.get(p, 0) <= offset for p, offset in marker_offsets.items()):
-                    remaining_s = deadline - time.monotonic()
-                    if remaining_s <= 0:
-                        return False
-                    self._changed.wait(min(remaining_s, _POLL_S))
-                return True
-            finally:
-                self._waiting -= 1
+            while any(self._positions.get(p, 0) <= offset for p, offset in marker_offsets.items()):
+                remaining_s = deadline - time.monotonic()
+                if remaining_s <= 0:
+                    return False
+                self._changed.wait(min(remaining_s, _POLL_S))
+            return True
 
     def has_read(self, partitions: set[int]) -> bool:
         """Whether every one of `partitions` was read up to the end it had when the view began reading it, and so
@@ -176,7 +169,7 @@ class SettleView:
         next_commit = next_topic_check = time.monotonic() + COMMIT_INTERVAL_S
         while not self._stopping.is_set():
             try:
-                self._read(self._consumer.consume(_BATCH, _WAITED_POLL_S if self._waiting else _POLL_S))
+                self._read(self._next_records())
                 if time.monotonic() >= next_commit:
                     next_commit = time.monotonic() + COMMIT_INTERVAL_S
                     self._prune_and_commit()
@@ -187,6 +180,12 @@ class SettleView:
             except KafkaException as e:  # the cluster's trouble: keep reading, the requests answer 503 meanwhile
                 _log.warning("reading %s for settled receipts: %s", self.topic, e)
                 self._stopping.wait(_POLL_S)
+
+    def _next_records(self) -> list[KafkaMessage]:
+        """What arrives within `_POLL_S`, returning at the first record (a batch consume would wait the whole
+        timeout for a full batch, and a settle waiting for its own marker to be read back would wait with it)."""
+        first = self._consumer.poll(_POLL_S)
+        return [] if first is None else [first, *self._consumer.consume(_BATCH - 1, 0)]
 
     def _follow_added_partitions(self) -> None:
         """Read the partitions added to the markers topic since the view last looked, from the group's commit (from
