@@ -20,7 +20,7 @@ from collections.abc import Callable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
-from api.settlements import HEADER, Action, Delivery, Note, Settlements
+from api.settlements import HEADER, Action, Note, Settlements
 from kmq.batch_markers import Run
 from kmq.config import KmqConfig
 from kmq.kafka import consumer_settings
@@ -75,11 +75,6 @@ class SettleView:
     def settled_by(self, key: MarkerKey, issued_at_ms: int) -> Action | None:
         with self._lock:
             return self._settlements.settled_by(key.partition, key.offset, issued_at_ms)
-
-    def settled_by_all(self, deliveries: list[Delivery]) -> list[Action | None]:
-        """`settled_by` of each (partition, offset, issued_at_ms), under one lock."""
-        with self._lock:
-            return [self._settlements.settled_by(*delivery) for delivery in deliveries]
 
     def refusals(self, receipts: list[tuple[int, int, int, int]]) -> list[str | None]:
         """For each (partition, offset, issued_at_ms, receipt deadline): why a settle with it would lose as far as
