@@ -1,4 +1,4 @@
-# Sourced by scripts/test: the tools of the deploy tests (tests/deploy) that pip cannot install.
+# Sourced by scripts/test: the tools of the deploy tests (tests/deploy) that pip cannot install, and the image.
 # kubectl renders the Kustomize overlays offline (`kubectl kustomize`, no cluster needed). Debian packages it as
 # `kubernetes-client` (bookworm: kubectl 1.20 with Kustomize 2.0.3, which the manifests are written for).
 # Without root or apt-get it only warns: those tests then skip and say why.
@@ -15,3 +15,31 @@ _kmq_install_kubectl() {
 }
 _kmq_install_kubectl
 unset -f _kmq_install_kubectl
+
+# The image for the container tests (tests/deploy/test_deploy_containers.py), built before pytest so its first test
+# does not spend its time budget on a build from scratch: scripts/image --keep-daemon, whose private dockerd (if it
+# started one) serves the tests and is stopped when scripts/test exits. Where it cannot be built it only warns (the
+# tests then skip and say why), except in CI (CI=true): there it fails.
+_kmq_stop_private_dockerd() {
+  [ -n "${KMQ_DOCKERD_PID:-}" ] || return 0
+  kill -TERM "$KMQ_DOCKERD_PID" 2>/dev/null || return 0
+  local waited=0
+  while kill -0 "$KMQ_DOCKERD_PID" 2>/dev/null && [ $waited -lt 300 ]; do sleep 0.1; waited=$((waited + 1)); done
+  if kill -0 "$KMQ_DOCKERD_PID" 2>/dev/null; then
+    echo "warning: dockerd $KMQ_DOCKERD_PID did not stop within 30 s of SIGTERM: killing it" >&2
+    kill -KILL "$KMQ_DOCKERD_PID" 2>/dev/null || true
+  fi
+}
+kmq_build_image() {
+  echo "== image (scripts/image; the container tests run it)"
+  local exports
+  if exports="$(scripts/image --keep-daemon)"; then
+    eval "$exports"
+    trap _kmq_stop_private_dockerd EXIT
+  elif [ "${CI:-}" = true ]; then
+    echo "scripts/image failed in CI: the container tests need the image" >&2
+    exit 1
+  else
+    echo "warning: scripts/image failed (above); tests/deploy will skip the container tests" >&2
+  fi
+}
