@@ -21,14 +21,7 @@ unset -f _kmq_install_kubectl
 # started one) serves the tests and is stopped when scripts/test exits. Where it cannot be built it only warns (the
 # tests then skip and say why), except in CI (CI=true): there it fails.
 _kmq_stop_private_dockerd() {
-  [ -n "${KMQ_DOCKERD_PID:-}" ] || return 0
-  kill -TERM "$KMQ_DOCKERD_PID" 2>/dev/null || return 0
-  local waited=0
-  while kill -0 "$KMQ_DOCKERD_PID" 2>/dev/null && [ $waited -lt 300 ]; do sleep 0.1; waited=$((waited + 1)); done
-  if kill -0 "$KMQ_DOCKERD_PID" 2>/dev/null; then
-    echo "warning: dockerd $KMQ_DOCKERD_PID did not stop within 30 s of SIGTERM: killing it" >&2
-    kill -KILL "$KMQ_DOCKERD_PID" 2>/dev/null || true
-  fi
+  [ -z "${KMQ_DOCKERD_PID:-}" ] || scripts/image --stop
 }
 kmq_build_image() {
   echo "== image (scripts/image; the container tests run it)"

@@ -10,10 +10,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,13 +85,8 @@ class DockerEngine:
         """The private dockerd scripts/image started for this session (one that ran before is left alone)."""
         if self.started_pid is None:
             return
-        os.kill(self.started_pid, signal.SIGTERM)
-        deadline = time.monotonic() + DAEMON_STOP_TIMEOUT_S
-        while _alive(self.started_pid):
-            if time.monotonic() > deadline:
-                os.kill(self.started_pid, signal.SIGKILL)
-                raise AssertionError(f"dockerd {self.started_pid} did not stop within {DAEMON_STOP_TIMEOUT_S}s: killed")
-            time.sleep(0.1)  # poll interval of a condition checked against a deadline
+        subprocess.run([str(IMAGE_SCRIPT), "--stop"], timeout=DAEMON_STOP_TIMEOUT_S + 30, check=True, cwd=REPO)
+        assert not _alive(self.started_pid), f"dockerd {self.started_pid} still runs after scripts/image --stop"
 
 
 def _alive(pid: int) -> bool:
