@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import tomllib
 from collections.abc import Iterator
 from typing import NoReturn
 
 import pytest
-from deploytools import DEPLOY, KUSTOMIZE_ROOTS, REPO, Resource, kubectl_path, render
+from deploytools import DEPLOY, KUSTOMIZE_ROOTS, Resource, kubectl_path, render
 from dockertools import DockerEngine, DockerUnavailable
-
-VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 
 
 def in_ci() -> bool:
@@ -40,14 +37,14 @@ def engine() -> Iterator[DockerEngine]:
     """The image of this tree (scripts/image builds it, cached) on the engine scripts/image used; a private dockerd
     it started for the session is stopped at the session's end, with every container the tests left."""
     try:
-        docker = DockerEngine.build_image(VERSION)
+        docker = DockerEngine.build_image()
     except DockerUnavailable as error:
         unavailable(f"no image: {error}")
     try:
         yield docker
     finally:
         docker.remove_all()
-        docker.stop_daemon()
+        docker.close()
 
 
 @pytest.fixture(scope="session")

@@ -7,11 +7,14 @@ and Secret as rendered), its security context, its tmp volume; `probe` reads a p
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import socket
 import subprocess
+import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,15 +38,23 @@ class DockerEngine:
     image: str
     started_pid: int | None
     build_log: str
+    session_lock: int | None
     names: list[str] = field(default_factory=list)
 
     @classmethod
-    def build_image(cls, version: str) -> DockerEngine:
-        """scripts/image --keep-daemon: the engine it used (a private dockerd it may have started) and kmq:version."""
+    def build_image(cls) -> DockerEngine:
+        """scripts/image --keep-daemon: the engine it used (a private dockerd it may have started) and the image of
+        this tree under a tag of this session's own (another session may build another tree meanwhile).
+
+        Without DOCKER_HOST (which scripts/test sets, holding the lock itself) the session first takes the private
+        dockerd's lock, waiting for another session to finish with it, so none stops it under another's containers.
+        """
         if shutil.which("docker") is None and (os.geteuid() != 0 or shutil.which("apt-get") is None):
             raise DockerUnavailable("no docker client, and scripts/image can only install Debian's docker.io as root")
+        lock = None if os.environ.get("DOCKER_HOST") else _lock_session(IMAGE_BUILD_TIMEOUT_S)
+        image = f"kmq:test-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         done = subprocess.run(
-            [str(IMAGE_SCRIPT), "--keep-daemon"],
+            [str(IMAGE_SCRIPT), "--keep-daemon", "--tag", image],
             capture_output=True,
             text=True,
             timeout=IMAGE_BUILD_TIMEOUT_S,
@@ -51,6 +62,8 @@ class DockerEngine:
             cwd=REPO,
         )
         if done.returncode != 0:
+            if lock is not None:
+                os.close(lock)
             raise DockerUnavailable(f"scripts/image failed ({done.returncode}):\n{done.stderr[-4000:]}")
         lines = [line.removeprefix("export ") for line in done.stdout.splitlines() if line.startswith("export ")]
         exports = dict(line.split("=", 1) for line in lines)
@@ -58,7 +71,7 @@ class DockerEngine:
         if "DOCKER_HOST" in exports:
             env["DOCKER_HOST"] = exports["DOCKER_HOST"]
         pid = int(exports["KMQ_DOCKERD_PID"]) if exports.get("KMQ_DOCKERD_PID") else None
-        return cls(env=env, image=f"kmq:{version}", started_pid=pid, build_log=done.stderr)
+        return cls(env=env, image=image, started_pid=pid, build_log=done.stderr, session_lock=lock)
 
     def docker(self, *args: str, timeout_s: float = DOCKER_TIMEOUT_S, check: bool = True) -> str:
         done = subprocess.run(
@@ -81,12 +94,37 @@ class DockerEngine:
             self.docker("rm", "--force", "--volumes", name, check=False)
         self.names.clear()
 
-    def stop_daemon(self) -> None:
-        """The private dockerd scripts/image started for this session (one that ran before is left alone)."""
-        if self.started_pid is None:
-            return
-        subprocess.run([str(IMAGE_SCRIPT), "--stop"], timeout=DAEMON_STOP_TIMEOUT_S + 30, check=True, cwd=REPO)
-        assert not _alive(self.started_pid), f"dockerd {self.started_pid} still runs after scripts/image --stop"
+    def close(self) -> None:
+        """Untags this session's image; stops the private dockerd scripts/image started for this session (one that
+        ran before is left alone) and releases the lock."""
+        try:
+            self.docker("image", "rm", self.image, check=False)
+            if self.started_pid is not None:
+                stop = [str(IMAGE_SCRIPT), "--stop"]
+                subprocess.run(stop, timeout=DAEMON_STOP_TIMEOUT_S + 30, check=True, cwd=REPO)
+                assert not _alive(self.started_pid), f"dockerd {self.started_pid} still runs after scripts/image --stop"
+        finally:
+            if self.session_lock is not None:
+                os.close(self.session_lock)
+
+
+def _lock_session(timeout_s: float) -> int:
+    """An exclusive lock on the private dockerd's directory (the file scripts/test locks too), held until closed."""
+    directory = Path(os.environ.get("KMQ_DOCKER_DIR") or Path.home() / ".cache" / "kmq" / "docker")
+    directory.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(directory / "session.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(descriptor)
+                held = f"another test session held {directory}/session.lock for {timeout_s:.0f}s"
+                raise DockerUnavailable(held) from None
+            time.sleep(0.5)  # poll interval of a condition checked against a deadline
+        else:
+            return descriptor
 
 
 def _alive(pid: int) -> bool:
