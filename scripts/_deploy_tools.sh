@@ -1,4 +1,4 @@
-# Sourced by scripts/test: the tools of the deploy tests (tests/deploy) that pip cannot install.
+# Sourced by scripts/test: the tools of the deploy tests (tests/deploy) that pip cannot install, and the image.
 # kubectl renders the Kustomize overlays offline (`kubectl kustomize`, no cluster needed). Debian packages it as
 # `kubernetes-client` (bookworm: kubectl 1.20 with Kustomize 2.0.3, which the manifests are written for).
 # Without root or apt-get it only warns: those tests then skip and say why.
@@ -15,3 +15,36 @@ _kmq_install_kubectl() {
 }
 _kmq_install_kubectl
 unset -f _kmq_install_kubectl
+
+# The image for the container tests (tests/deploy/test_deploy_containers.py), built before pytest so its first test
+# does not spend its time budget on a build from scratch: scripts/image --keep-daemon, whose private dockerd (if it
+# started one) serves the tests and is stopped when scripts/test exits. One test session at a time uses the private
+# dockerd (the lock session.lock in its directory; the tests' fixture takes it too when run alone), so no session
+# stops it under another's containers. Where the image cannot be built it only warns (the tests then skip and say
+# why), except in CI (CI=true): there it fails.
+_kmq_stop_private_dockerd() {
+  [ -z "${KMQ_DOCKERD_PID:-}" ] || scripts/image --stop
+}
+_kmq_image_unavailable() {
+  if [ "${CI:-}" = true ]; then
+    echo "$1 in CI: the container tests need the image" >&2
+    exit 1
+  fi
+  echo "warning: $1; tests/deploy will skip the container tests" >&2
+}
+kmq_build_image() {
+  echo "== image (scripts/image; the container tests run it)"
+  local dir="${KMQ_DOCKER_DIR:-$HOME/.cache/kmq/docker}" exports
+  mkdir -p "$dir"
+  exec 9>>"$dir/session.lock"
+  if ! flock -w 900 9; then
+    _kmq_image_unavailable "another test session held $dir/session.lock for 15 minutes"
+    return 0
+  fi
+  if exports="$(scripts/image --keep-daemon 9>&-)"; then
+    eval "$exports"
+    trap _kmq_stop_private_dockerd EXIT
+  else
+    _kmq_image_unavailable "scripts/image failed (above)"
+  fi
+}

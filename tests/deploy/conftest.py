@@ -1,21 +1,50 @@
-"""Fixtures of the deploy tier: the rendered Kustomize trees and the environment the pods would get (offline)."""
+"""Fixtures of the deploy tier: the rendered Kustomize trees, the environment the pods would get, and the image on
+a Docker engine (scripts/image). Without kubectl or Docker these tests skip, except in CI (CI=true), where they fail."""
 
 from __future__ import annotations
 
 import json
 import os
 from collections.abc import Iterator
+from typing import NoReturn
 
 import pytest
 from deploytools import DEPLOY, KUSTOMIZE_ROOTS, Resource, kubectl_path, render
+from dockertools import DockerEngine, DockerUnavailable
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI") == "true"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip on a developer's machine; in CI (CI=true) fail: scripts/test installs what these tests need."""
+    if in_ci():
+        pytest.fail(f"CI=true: {reason}", pytrace=False)
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
 def kubectl() -> str:
     path = kubectl_path()
     if path is None:
-        pytest.skip("kubectl is not installed (scripts/test installs Debian's kubernetes-client when it runs as root)")
+        unavailable("kubectl is not installed (scripts/test installs Debian's kubernetes-client when it runs as root)")
     return path
+
+
+@pytest.fixture(scope="session")
+def engine() -> Iterator[DockerEngine]:
+    """The image of this tree (scripts/image builds it, cached) on the engine scripts/image used; a private dockerd
+    it started for the session is stopped at the session's end, with every container the tests left."""
+    try:
+        docker = DockerEngine.build_image()
+    except DockerUnavailable as error:
+        unavailable(f"no image: {error}")
+    try:
+        yield docker
+    finally:
+        docker.remove_all()
+        docker.close()
 
 
 @pytest.fixture(scope="session")

