@@ -1,7 +1,8 @@
 """No silent stall: a client whose broker answers Metadata with no brokers (a broker in controlled shutdown, README
 "Operating notes") is stranded — librdkafka knows no broker any more while the bootstrap address accepts
 connections. A TCP proxy in front of the broker (tests/metadata_proxy.py) makes that state deterministic; kmq must
-turn it into an error (`KmqClient.receive()`) or a failing `/healthz` (tracker), and a fresh client recovers."""
+turn it into an error (`KmqClient.receive()`) or a failing `/healthz` (tracker, REST facade), and a fresh client
+recovers."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
+from fastapi.testclient import TestClient
 
+from api import ApiConfig, create_app
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.embedded import KafkaCluster
@@ -104,6 +107,39 @@ def test_a_stranded_tracker_fails_healthz(cluster: KafkaCluster, proxy: Metadata
         proxy.heal()
     finally:
         tracker.stop()
+
+
+def test_a_stranded_facade_fails_healthz_and_receives_again_through_a_new_client(
+    cluster: KafkaCluster, proxy: MetadataProxy
+) -> None:
+    direct, proxied = _configs(cluster, proxy, "stranded-api")
+    config = ApiConfig(queues=(proxied,), receipt_secret="stranded-api-secret-0123456789abcdef", allow_anonymous=True)
+    path = f"/v1/queues/{proxied.queue_topic}/receive"
+    with TestClient(create_app(config)) as http:
+        # Given a facade that receives through the proxy
+        _produce(direct, [b"before"])
+        assert len(_api_receive(http, path)) == 1
+        assert http.get("/healthz").status_code == 200
+        # When every Metadata answer names no broker, then a receive answers 503 and /healthz fails, naming why
+        proxy.strand()
+        deadline = time.monotonic() + WAIT_S
+        while (answer := http.post(path, json={"wait_ms": 500})).status_code == 200:
+            assert answer.json()["messages"] == [] and time.monotonic() < deadline, "the facade never noticed"
+        assert answer.status_code == 503 and "no Kafka broker has answered" in answer.json()["detail"]
+        health = http.get("/healthz")
+        assert health.status_code == 503 and "lost its brokers" in health.json()["detail"]
+        # When the broker is named again, then the next receive goes through a new client, and /healthz is fine
+        proxy.heal()
+        _produce(direct, [b"after"])
+        assert len(_api_receive(http, path)) == 1
+        assert http.get("/healthz").status_code == 200
+
+
+def _api_receive(http: TestClient, path: str) -> list[object]:
+    deadline = time.monotonic() + WAIT_S
+    while not (messages := http.post(path, json={"wait_ms": 1000}).json().get("messages")):
+        assert time.monotonic() < deadline, f"no message through {path} in {WAIT_S}s"
+    return list(messages)
 
 
 def _status(url: str) -> tuple[int, str]:
