@@ -37,17 +37,22 @@ class _Handle(Protocol):
 
 
 class Silence:
-    """Since when no broker has answered, and when to probe next; never touches Kafka or the clock."""
+    """Since when no broker has answered, and when to probe next; never touches Kafka or the clock.
+
+    The silence that counts starts at the first failed probe after the last answer: a client nobody used for a
+    while (a worker whose handlers all ran long jobs) is not unavailable because of one slow probe afterwards."""
 
     def __init__(self, unavailable_after_ms: int, now_ms: int) -> None:
         self.unavailable_after_ms = unavailable_after_ms
         self.probe_interval_ms = max(1, unavailable_after_ms // _PROBES_PER_WINDOW)
         self._heard_ms = now_ms
         self._probed_ms = now_ms
+        self._failing_since_ms: int | None = None
 
     def heard(self, now_ms: int) -> None:
         """A broker answered (records came, a probe succeeded)."""
         self._heard_ms = max(self._heard_ms, now_ms)
+        self._failing_since_ms = None
 
     def probe_due(self, now_ms: int) -> bool:
         return now_ms - max(self._heard_ms, self._probed_ms) >= self.probe_interval_ms
@@ -56,12 +61,17 @@ class Silence:
         self._probed_ms = now_ms
         if answered:
             self.heard(now_ms)
+        elif self._failing_since_ms is None:
+            self._failing_since_ms = now_ms
 
     def silent_ms(self, now_ms: int) -> int:
+        """How long since a broker last answered."""
         return max(0, now_ms - self._heard_ms)
 
     def too_long(self, now_ms: int) -> bool:
-        return self.silent_ms(now_ms) >= self.unavailable_after_ms
+        """Probes have failed for `unavailable_after_ms`, with no answer in between."""
+        failing_since = self._failing_since_ms
+        return failing_since is not None and now_ms - failing_since >= self.unavailable_after_ms
 
 
 class KafkaLiveness:
