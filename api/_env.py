@@ -7,7 +7,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from api.config import ApiConfig
 from kmq.config import KmqConfig
 from kmq.errors import ConfigError
 from kmq.settings import env_name, env_names, read_env
@@ -35,9 +34,9 @@ def api_env_names() -> list[str]:
     return env_names(_ApiEnv)
 
 
-def api_config_from_env(kmq_overrides: dict[str, Any] | None = None, **overrides: Any) -> ApiConfig:
-    """An `ApiConfig` from the environment; `overrides` (ApiConfig fields) and `kmq_overrides` (KmqConfig fields
-    of every queue, e.g. the `--bootstrap-servers` flag) win."""
+def api_fields_from_env(kmq_overrides: dict[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
+    """The `ApiConfig` fields the environment sets; `overrides` (ApiConfig fields) and `kmq_overrides` (KmqConfig
+    fields of every queue, e.g. the `--bootstrap-servers` flag) win. `ApiConfig.from_env` validates them."""
     env = read_env(_ApiEnv)
     fields: dict[str, Any] = {
         "queues": _queue_configs(env.get("api_queues", ""), kmq_overrides or {}),
@@ -50,7 +49,7 @@ def api_config_from_env(kmq_overrides: dict[str, Any] | None = None, **overrides
             fields[name] = env[f"api_{name}"]
     if not fields["receipt_secret"] and "receipt_secret" not in overrides:
         raise ConfigError(env_name("api_receipt_secret"), "is required (e.g. `openssl rand -hex 32`)")
-    return ApiConfig(**{**fields, **overrides})
+    return {**fields, **overrides}
 
 
 def _queue_configs(queues: str, kmq_overrides: dict[str, Any]) -> tuple[KmqConfig, ...]:

@@ -6,6 +6,7 @@ from typing import Any, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from api._env import api_env_names, api_fields_from_env
 from kmq.config import KmqConfig
 from kmq.settings import FrozenConfig
 
@@ -64,14 +65,10 @@ class ApiConfig(FrozenConfig):
     @classmethod
     def env_names(cls) -> list[str]:
         """The `KMQ_API_*` variables `from_env` reads (besides the shared `KMQ_*` ones)."""
-        from api._env import api_env_names
-
         return api_env_names()
 
     @classmethod
     def from_env(cls, kmq_overrides: dict[str, Any] | None = None, **overrides: Any) -> ApiConfig:
         """Read `KMQ_API_*` and the shared `KMQ_*` variables (entry points only); `overrides` win, and
         `kmq_overrides` (KmqConfig fields, e.g. `bootstrap_servers`) win for every queue."""
-        from api._env import api_config_from_env
-
-        return api_config_from_env(kmq_overrides, **overrides)
+        return cls(**api_fields_from_env(kmq_overrides, **overrides))

@@ -18,7 +18,7 @@ from api.settlements import Delivery
 from kmq.admin import check_topics
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
-from kmq.errors import KmqError
+from kmq.errors import KafkaUnavailableError, KmqError
 from kmq.kafka import admin_settings
 from kmq.message import Message
 from kmq.retention import RetentionLimit
@@ -27,6 +27,7 @@ _log = logging.getLogger(__name__)
 # One receive call waits at most this long, so concurrent long polls take turns and a first message is handed
 # out soon after it arrives (librdkafka's batch consume waits for a full batch or its timeout).
 RECEIVE_SLICE_S = 0.05
+STRANDED_CLOSE_S = 5.0  # a receiver that lost its brokers has little to flush
 
 
 class ServedQueue:
@@ -57,6 +58,9 @@ class ServedQueue:
         self.settling: set[Delivery] = set()  # deliveries a request of this replica is settling right now
         self.backlog_probe = BacklogProbe(config, timeout_s=write_timeout_ms / 1000)
         self._receiver: KmqClient | None = None
+        # Why the last receive failed for good (its client lost every broker: kmq.liveness), until one succeeds:
+        # /healthz reports it, and the next receive makes a new client.
+        self.unavailable: str | None = None
         self._receiving = asyncio.Lock()
         self._idle_s = receiver_idle_ms / 1000
         self._last_receive = time.monotonic()
@@ -68,9 +72,15 @@ class ServedQueue:
             remaining_s = max(0.0, deadline - time.monotonic())
             async with self._receiving:
                 receiver = await self._joined()
-                batch = await anyio.to_thread.run_sync(
-                    receiver.receive, max_messages, min(remaining_s, RECEIVE_SLICE_S), visibility_timeout_ms
-                )
+                try:
+                    batch = await anyio.to_thread.run_sync(
+                        receiver.receive, max_messages, min(remaining_s, RECEIVE_SLICE_S), visibility_timeout_ms
+                    )
+                except KafkaUnavailableError as e:
+                    self.unavailable, self._receiver = str(e), None
+                    await anyio.to_thread.run_sync(_close, receiver, self.name, STRANDED_CLOSE_S)
+                    raise
+                self.unavailable = None
                 self._last_receive = time.monotonic()
             if batch or remaining_s <= 0:
                 return batch

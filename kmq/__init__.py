@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         DeliveryError,
         DurationTooLongError,
         EmbeddedBrokerError,
+        KafkaUnavailableError,
         KmqError,
         MarkerDecodeError,
         MarkerWriteError,
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
 
 _ERRORS = (
     "BrokerUnavailableError ClientClosedError CommitError ConfigError DeliveryError DurationTooLongError "
-    "EmbeddedBrokerError KmqError MarkerDecodeError MarkerWriteError TopicMismatchError TopicMissingError "
-    "TransactionError"
+    "EmbeddedBrokerError KafkaUnavailableError KmqError MarkerDecodeError MarkerWriteError TopicMismatchError "
+    "TopicMissingError TransactionError"
 )
 _MODULES = {  # public name -> the module that defines it
     **dict.fromkeys(("check_topics", "ensure_topics"), "kmq.admin"),
@@ -60,6 +61,7 @@ __all__ = [
     "DurationTooLongError",
     "EmbeddedBrokerError",
     "EndMarker",
+    "KafkaUnavailableError",
     "KmqClient",
     "KmqConfig",
     "KmqError",

@@ -26,6 +26,7 @@ from kmq.errors import (
     TrackerCompatibilityError,
 )
 from kmq.kafka import consumer_settings, produce, producer_settings
+from kmq.liveness import KafkaLiveness
 from kmq.marker_writer import MarkerWriter, StartWriter, first_of
 from kmq.markers import MarkerKey
 from kmq.message import Message, Offsets, from_records, offsets_by_partition
@@ -67,6 +68,7 @@ class KmqClient:
         self._ack = None if self._ends is None else self._ends.add_ack
         self._starts = StartWriter(config) if self._transactions is None else None
         self._retention = RetentionLimit(config)
+        self._liveness = KafkaLiveness(self._consumer, config, config.queue_topic, f"the consumer of {config.group_id}")
         self._lock = threading.Lock()
         self._dead_letters: Producer | None = None
         self._closed = False
@@ -86,6 +88,7 @@ class KmqClient:
         self._markers.serve()  # the fire-and-forget markers' failure reports, once per batch
         # 1. Poll up to max_messages from Q.
         records = self._poll(max_messages, timeout_s)
+        self._liveness.check(heard=bool(records))  # KafkaUnavailableError once no broker answers (kmq.liveness)
         if not records:
             return []
         timeout_ms = self.config.msg_timeout_ms if msg_timeout_ms is None else msg_timeout_ms

@@ -37,6 +37,12 @@ class KmqConfig(FrozenConfig):
     metadata_timeout_ms: int = Field(
         15_000, gt=0, description="how long start-up checks wait for the cluster before reporting it unreachable"
     )
+    kafka_unavailable_after_ms: int = Field(
+        60_000,
+        gt=0,
+        description="a client no broker has answered this long, while the bootstrap servers accept connections, is"
+        " declared unavailable (receive raises, /healthz fails)",
+    )
     transactional: bool = Field(False, description="write START markers and commit offsets in one transaction")
     marker_format: Literal["kmq", "batch"] = Field(
         "batch",

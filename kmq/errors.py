@@ -73,6 +73,11 @@ class BrokerUnavailableError(KmqError):
         self.bootstrap_servers = bootstrap_servers
 
 
+class KafkaUnavailableError(BrokerUnavailableError):
+    """No broker has answered a client for `kafka_unavailable_after_ms` while the cluster accepts connections: the
+    client has lost its brokers for good (kmq.liveness); a new client (or process) recovers."""
+
+
 class KafkaSecurityError(KmqError):
     """Kafka refused the connection's SASL credentials, TLS could not verify the broker, or an ACL denied an
     operation; the message names the setting or the topic and permission to fix (never a secret)."""

@@ -23,6 +23,9 @@ class Status(Protocol):
 
     def ready(self) -> bool: ...
 
+    def problem(self) -> str | None:
+        """Why it is not alive, when known (e.g. its Kafka client lost its brokers)."""
+
 
 class HealthServer:
     """A small stdlib server on a thread of its own; scrapes and probes never touch the loop or its Kafka clients.
@@ -96,7 +99,9 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/metrics":
             self._send(200, self.metrics.render(), CONTENT_TYPE_LATEST)
         elif path == "/healthz":
-            self._probe(self.status.alive(), b"loop alive\n", b"loop stalled\n")
+            alive = self.status.alive()
+            why = "" if alive else self.status.problem() or "loop stalled"
+            self._probe(alive, b"loop alive\n", f"{why}\n".encode())
         elif path == "/readyz":
             self._probe(self.status.ready(), b"caught up\n", b"not caught up on every owned partition\n")
         else:

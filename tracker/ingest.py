@@ -11,6 +11,7 @@ from confluent_kafka import Message as KafkaMessage
 
 from kmq.config import KafkaValue
 from kmq.kafka import consumer_settings
+from kmq.liveness import KafkaLiveness
 from kmq.receipt_notes import HEADER as RECEIPT_HEADER
 from tracker._fetch import fetch
 from tracker.alignment import PartitionCounts
@@ -64,6 +65,10 @@ class MarkersIngest:
             enable_auto_offset_store=False,
         )
         self._consumer = Consumer({**_PREFETCH, **settings})
+        # No silent stall: a probe of this consumer's brokers, for /healthz (kmq.liveness; run by the service's loop).
+        self.liveness = KafkaLiveness(
+            self._consumer, config.kmq, self._topic, f"the tracker's consumer of {self._topic}"
+        )
 
     def subscribe(self) -> None:
         self._consumer.subscribe([self._topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost)

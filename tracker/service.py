@@ -45,6 +45,7 @@ class TrackerService:
         self.failure: BaseException | None = None
         self._partitions: dict[int, PartitionStatus] = {}
         self._workers_alive = True
+        self._kafka_problem: str | None = None  # written by the loop only
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -110,7 +111,12 @@ class TrackerService:
         partition the broker is slow for does not count as a dead process) and no redelivery worker died."""
         stale_s = self.config.liveness_timeout_ms / 1000
         turning = time.monotonic() - self._last_turn < stale_s
-        return self._started.is_set() and not self._stopping.is_set() and turning and self._workers_alive
+        alive = self._started.is_set() and not self._stopping.is_set() and turning and self._workers_alive
+        return alive and self.problem() is None
+
+    def problem(self) -> str | None:
+        """Why the replica is not alive, when known: its consumer lost every broker (kmq.liveness)."""
+        return self._kafka_problem
 
     def ready(self) -> bool:
         """Assigned by the group, and every owned partition read up to its end at assignment."""
@@ -146,6 +152,7 @@ class TrackerService:
             self._workers_alive = pool.alive()
             if not self._workers_alive:  # never half alive: the replica stops, and is restarted
                 raise RuntimeError("a redelivery worker thread of the tracker died")
+            self._kafka_problem = ingest.liveness.observe()  # /healthz fails once the consumer lost its brokers
             self._partitions = {p: state.status() for p, state in ingest.partitions.items()}
             self._set_ready(ingest.joined and all(s.caught_up for s in ingest.partitions.values()))
 

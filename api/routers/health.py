@@ -19,7 +19,8 @@ READY_TIMEOUT_S = 2.0
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health, "description": "restart me"}})
 async def healthz(request: Request) -> Health | Response:
-    """Liveness: the process serves requests, and its producers can still write (a fatal error is for good).
+    """Liveness: the process serves requests, its producers can still write (a fatal error is for good), and no
+    receiver lost its brokers since its last good receive (kmq.liveness).
 
     It needs nothing from Kafka: before the lifespan has connected there is no state, and the process is alive."""
     state: ApiState | None = getattr(request.state, "kmq", None)
@@ -61,6 +62,8 @@ def _broken_producer(state: ApiState) -> str | None:
             return f"the producer of {queue.name} failed: {queue.producer.fatal_error}"
         if queue.receiver_failure is not None:
             return f"the receiver of {queue.name} cannot recover: {queue.receiver_failure}"
+        if queue.unavailable is not None:
+            return f"the receiver of {queue.name} lost its brokers: {queue.unavailable}"
     return None
 
 

@@ -33,6 +33,15 @@ class KafkaNodes:
     def running(self, node_id: int) -> bool:
         return self._broker.node(node_id).running()
 
+    def exit_code(self, node_id: int) -> int | None:
+        """How the node's JVM ended (negative: the signal that killed it); None while it runs or never ran."""
+        child = self._broker.node(node_id).child
+        return None if child is None else child.exit_code()
+
+    def output_tail(self, node_id: int) -> str:
+        """The end of the node's log file, then what its JVM printed."""
+        return self._broker.node(node_id).output_tail()
+
     def kill(self, node_id: int) -> None:
         """SIGKILL the node's JVM (a crash: no controlled shutdown) and reap it; its data stays for `start`."""
         code = self._broker.node(node_id).kill()

@@ -6,29 +6,46 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from kmq.aio import AsyncKmqClient
+from kmq.config import KmqConfig
 from kmq.errors import CommitError, MarkerWriteError
 from kmq.message import Message
-from kmq.worker.core import RETRY_NOW, now_ms
+from kmq.worker.config import WorkerConfig
+from kmq.worker.core import RETRY_NOW, WorkerCore, now_ms
 from kmq.worker.outcome import FAILED, AsyncHandler, run_async_handler
 from kmq.worker.settle import settle_async
-
-if TYPE_CHECKING:
-    from kmq.worker.runtime import Worker
 
 _log = logging.getLogger(__name__)
 TICK_S = 0.05
 RECEIVE_RETRY_S = 0.5
 
 
+class AsyncWorker(Protocol):
+    """What the asyncio path reads from its `Worker` (kmq.worker.runtime, which imports this module)."""
+
+    @property
+    def handler(self) -> Any: ...
+    @property
+    def config(self) -> KmqConfig: ...
+    @property
+    def settings(self) -> WorkerConfig: ...
+    @property
+    def core(self) -> WorkerCore: ...
+    @property
+    def ready(self) -> threading.Event: ...
+    @property
+    def stopping(self) -> bool: ...
+
+
 class AsyncPath:
     """One run of a worker whose handler is a coroutine function."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(self, worker: AsyncWorker) -> None:
         self.worker = worker
         self.core = worker.core
         self.handler: AsyncHandler = worker.handler

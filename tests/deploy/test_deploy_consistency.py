@@ -202,6 +202,9 @@ class _Healthy:
     def ready(self) -> bool:
         return True
 
+    def problem(self) -> str | None:
+        return None
+
 
 def test_tracker_probe_and_scrape_paths_are_served(rendered: dict[str, list[Resource]]) -> None:
     tracker = container(one(rendered["prod"], "Deployment", "kmq-tracker"))

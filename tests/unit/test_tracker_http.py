@@ -26,6 +26,9 @@ class FakeStatus:
     def ready(self) -> bool:
         return self.is_ready
 
+    def problem(self) -> str | None:
+        return None
+
 
 @pytest.fixture
 def served() -> Iterator[tuple[str, FakeStatus, TrackerMetrics]]:
