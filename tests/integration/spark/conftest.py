@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from pyspark import __version__ as spark_version
 from pyspark.sql import SparkSession
 
 import kmq.spark
@@ -29,6 +30,8 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.default.parallelism", "4")
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.task.maxFailures", "4")
+        # Spark's Kafka source (kmq.spark.read_stream), of this Spark's version, from Maven Central (cached by Ivy)
+        .config("spark.jars.packages", f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version}")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
