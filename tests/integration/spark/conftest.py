@@ -64,3 +64,14 @@ def source_options(config: KmqConfig, **extra: str) -> dict[str, str]:
     }
     options.update({f"kafka.{k}": str(v) for k, v in config.kafka_config.items()})
     return {**options, **extra}
+
+
+def stream_options(config: KmqConfig, **extra: object) -> dict[str, object]:
+    """The options of kmq.spark.read_stream and foreach_batch for this config's queue (given apart)."""
+    options: dict[str, object] = {
+        "bootstrap.servers": config.bootstrap_servers,
+        "group": config.group_id,
+        "msg_timeout_ms": config.msg_timeout_ms,
+    }
+    options.update({f"kafka.{k}": str(v) for k, v in config.kafka_config.items()})
+    return {**options, **extra}

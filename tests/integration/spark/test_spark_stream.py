@@ -21,16 +21,12 @@ from kmq.producer import KmqProducer, OutgoingMessage
 from kmq.spark.markers_source import decode as decode_marker_rows
 from kmq.spark.positions import QueuePositions
 from tests.helpers import committed_offsets, read_topic, wait_for
+from tests.integration.spark.conftest import stream_options
 from tests.integration.spark.pipeline_support import every_offset_ended, running
 
 pytestmark = pytest.mark.spark
 MakeConfig = Callable[..., KmqConfig]
 Rows = dict[int, list[int]]  # partition -> offsets
-
-
-def _options(config: KmqConfig, **extra: object) -> dict[str, object]:
-    return {"bootstrap.servers": config.bootstrap_servers, "group": config.group_id,
-            "msg_timeout_ms": config.msg_timeout_ms, **extra}  # fmt: skip
 
 
 def _starts(config: KmqConfig, partitions: int) -> list[tuple[int, list[int]]]:
@@ -99,7 +95,7 @@ def test_no_row_reaches_the_handler_before_its_start_is_durable_and_the_starts_c
         durable_when_handed.append(all((p, offsets) in started for p, offsets in rows.items()))
         seen.append(rows)
 
-    options = _options(config, max_records_per_batch=20)
+    options = stream_options(config, max_records_per_batch=20)
     stream = kmq.spark.read_stream(spark, config.queue_topic, **options)
     # when the stream runs until every row was handled
     query = (
@@ -145,7 +141,7 @@ def test_a_new_query_starts_where_the_kmq_group_stands_and_reads_partitions_adde
     def handler(batch: DataFrame, batch_id: int) -> None:
         values.extend(row["value"] for row in batch.select("value").collect())
 
-    options = _options(config)
+    options = stream_options(config)
     stream = kmq.spark.read_stream(spark, config.queue_topic, **options)
     query = (
         stream.writeStream.foreachBatch(kmq.spark.foreach_batch(handler, config.queue_topic, **options))
