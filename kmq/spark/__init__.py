@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from kmq.spark.micro_batch import Handler, MarkedBatches
     from kmq.spark.report import AuditReport
 
-__all__ = ["ack", "audit", "foreach_batch", "read_stream", "register"]
+__all__ = ["audit", "foreach_batch", "read_stream", "register"]
 
 
 def read_stream(spark: SparkSession, queue: str, **options: Any) -> DataFrame:
@@ -44,7 +44,8 @@ def foreach_batch(handler: Handler, queue: str, **options: Any) -> MarkedBatches
 
 
 def register(spark: SparkSession) -> None:
-    """Register the data sources "kmq", "kmq-ack" and "kmq-markers" on this session."""
+    """Register the batch data sources on this session: "kmq" (read a topic, write into a queue), "kmq-markers" (the
+    markers topic decoded) and "kmq-ack" (what foreach_batch writes a handler's not-ok rows with)."""
     from kmq.spark.ack_sink import KmqAckDataSource
     from kmq.spark.markers_source import KmqMarkersDataSource
     from kmq.spark.source import KmqDataSource
@@ -53,17 +54,9 @@ def register(spark: SparkSession) -> None:
         spark.dataSource.register(source)
 
 
-def ack(batch_df: DataFrame, **options: Any) -> None:
-    """Acknowledge the rows of a micro-batch (for `foreachBatch`); options as format("kmq-ack"), e.g.
-    `ack(df, **{"bootstrap.servers": ..., "queue": ...})`. Every row is checked first: a bad one acks nothing."""
-    from kmq.spark.ack_batch import ack_batch
-
-    ack_batch(batch_df, {key: str(value) for key, value in options.items()})
-
-
 def audit(spark: SparkSession, parquet: str | None = None, **options: Any) -> AuditReport:
-    """The delivery audit of a queue (see `kmq audit`); options as format("kmq"), `parquet` a path for the
-    per-partition rows."""
+    """The delivery audit of a queue (see `kmq audit`); options as format("kmq") (`queue` among them), `parquet` a path
+    for the per-partition rows."""
     from kmq.spark.audit_job import run_audit
 
     return run_audit(spark, {key: str(value) for key, value in options.items()}, parquet=parquet)
