@@ -116,12 +116,14 @@ class MarkedBatches:
             raise DeliveryError(self.options.config.markers_topic, None, f"{remaining} END markers not acknowledged")
 
     def close(self) -> None:
-        """Flush and close the driver's clients (a query that stops may leave this to the process's end)."""
+        """Flush and drop the driver's clients, once the query has stopped (else the process's end does it); a later
+        micro-batch makes new ones."""
         for writer in (self._starts, self._ends):
             if writer is not None:
                 writer.flush(_WAIT_S)
         if self._positions is not None:
             self._positions.close()
+        self._starts, self._ends, self._positions = None, None, None
 
 
 def _offsets(runs: tuple[tuple[int, int], ...]) -> range | list[int]:

@@ -69,6 +69,7 @@ def test_every_message_is_acked_once_or_dead_lettered_and_the_audit_agrees_with_
             wait_for(lambda: sum(s.pending for s in tracker.partitions().values()) == 0, 30, what="no pending")
         finally:
             query.stop()
+            process.close()
     # then every number was processed exactly once or dead-lettered (poison only), none lost
     processed = processed_numbers(output)
     dead = dead_numbers(config, PARTITIONS)

@@ -61,6 +61,7 @@ def test_a_stream_reads_acks_and_audits_over_sasl_ssl_and_the_password_shows_now
         assert "kafka" in plan.lower(), plan
     finally:
         query.stop()
+        handler.close()
     # then the audit, over SASL_SSL too, finds every message acked and none unaccounted
     report = kmq.spark.audit(spark, **from_file, queue=app.queue_topic)
     assert report.total("messages") == MESSAGES

@@ -99,7 +99,7 @@ def test_no_row_reaches_the_handler_before_its_start_is_durable_and_the_starts_c
     stream = kmq.spark.read_stream(spark, config.queue_topic, **options)
     # when the stream runs until every row was handled
     query = (
-        stream.writeStream.foreachBatch(kmq.spark.foreach_batch(handler, config.queue_topic, **options))
+        stream.writeStream.foreachBatch(marked := kmq.spark.foreach_batch(handler, config.queue_topic, **options))
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .trigger(processingTime="100 milliseconds")
         .start()
@@ -110,6 +110,7 @@ def test_no_row_reaches_the_handler_before_its_start_is_durable_and_the_starts_c
         wait_for(lambda: every_offset_ended(config, partitions), 30, interval_s=0.2, what="every row ENDed")
     finally:
         query.stop()
+        marked.close()
     # then each batch's STARTs were on the topic before the handler saw a row
     assert len(seen) >= 2 and all(durable_when_handed), durable_when_handed
     # and the BATCH STARTs are exactly the handler's rows, batch by batch and partition by partition: no offset the
@@ -144,7 +145,7 @@ def test_a_new_query_starts_where_the_kmq_group_stands_and_reads_partitions_adde
     options = stream_options(config)
     stream = kmq.spark.read_stream(spark, config.queue_topic, **options)
     query = (
-        stream.writeStream.foreachBatch(kmq.spark.foreach_batch(handler, config.queue_topic, **options))
+        stream.writeStream.foreachBatch(marked := kmq.spark.foreach_batch(handler, config.queue_topic, **options))
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .trigger(processingTime="100 milliseconds")
         .start()
@@ -161,6 +162,7 @@ def test_a_new_query_starts_where_the_kmq_group_stands_and_reads_partitions_adde
         wait_for(lambda: committed_offsets(config, 4) == final, 30, interval_s=0.2, what="the group at the ends")
     finally:
         query.stop()
+        marked.close()
     assert sorted(values) == sorted([f"a{n}".encode() for n in range(10) if n not in (0, 2, 4)] +
                                     [f"b{n}".encode() for n in range(6)])  # fmt: skip
     # and every row read was ENDed (the 3 the group had passed before were never read: no marker)
