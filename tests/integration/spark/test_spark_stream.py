@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewPartitions
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # Spark's convention
 
 import kmq.spark
-from kmq.admin import grow_topics
 from kmq.batch_markers import BatchStart, decode_batch_marker, offsets_in
 from kmq.config import KmqConfig
+from kmq.kafka import admin_settings
 from kmq.markers import MarkerKey
 from kmq.producer import KmqProducer, OutgoingMessage
 from kmq.spark.markers_source import decode as decode_marker_rows
@@ -38,6 +39,20 @@ def _starts(config: KmqConfig, partitions: int) -> list[tuple[int, list[int]]]:
         if isinstance(marker, BatchStart):
             found.append((key.partition, list(offsets_in(marker.runs))))
     return found
+
+
+def _grow(config: KmqConfig, partitions: int) -> None:
+    """`kmq topics grow` without its final check: right after adding partitions that check can read metadata not yet
+    updated for the queue and fail (seen under load; reported, kmq/admin.py is not this test's subject)."""
+    admin = AdminClient(admin_settings(config))
+    for topic in (config.markers_topic, config.queue_topic):  # markers first, as grow_topics does
+        admin.create_partitions([NewPartitions(topic, partitions)], request_timeout=30)[topic].result(timeout=30)
+
+    def grown() -> bool:
+        topics = admin.list_topics(timeout=10).topics
+        return all(len(topics[t].partitions) == partitions for t in (config.markers_topic, config.queue_topic))
+
+    wait_for(grown, 30, interval_s=0.2, what=f"both topics with {partitions} partitions")
 
 
 def _ended(config: KmqConfig, partitions: int) -> set[tuple[int, int]]:
@@ -153,7 +168,7 @@ def test_a_new_query_starts_where_the_kmq_group_stands_and_reads_partitions_adde
     try:
         # when it has read what the group had not, and the queue then grows to 4 partitions
         wait_for(running(query, lambda: len(values) >= 7), 60, interval_s=0.2, what="the first rows")
-        grow_topics(config, 4)
+        _grow(config, 4)
         with KmqProducer(config) as producer:
             producer.send_batch(OutgoingMessage(f"b{n}".encode(), None, None, 2 + n % 2) for n in range(6))
         # then the rows of the new partitions are read too
