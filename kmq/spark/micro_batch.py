@@ -57,7 +57,7 @@ class MarkedBatches:
         try:
             self._handle(batch, batch_id)
         finally:
-            batch.unpersist()
+            batch.unpersist(blocking=True)  # freed before the next micro-batch fills its own
 
     def _handle(self, batch: DataFrame, batch_id: int) -> None:
         began = time.monotonic()
