@@ -1,8 +1,9 @@
 """A kmq queue through a Spark Structured Streaming pipeline, acknowledged row by row.
 
-readStream format("kmq") → transform (a UDF that may fail) → foreachBatch: results to Parquet, then ok rows acked,
-failed rows retried (the tracker redelivers them; they come back with redelivery_count ≥ 1), poison rows (values
-that are not numbers, or multiples of --poison-every) rejected to the dead-letter topic.
+kmq.spark.read_stream → foreachBatch(kmq.spark.foreach_batch(process, ...)): a transformation (a UDF that may fail)
+whose results go to Parquet; the rows it failed are returned to be retried (the tracker redelivers them; they come
+back with redelivery_count ≥ 1), poison rows (values that are not numbers, or multiples of --poison-every) to be
+rejected to the dead-letter topic; every other row is acknowledged once `process` returns.
 
     python examples/spark/pipeline.py -b localhost:9092 -q orders --output /tmp/out --checkpoint /tmp/cp
 """
@@ -13,14 +14,16 @@ import argparse
 import json
 import os
 import random
-import sys
 
+import pyspark
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
 import kmq.spark
 
+# Spark's Kafka source, of the running Spark's version (spark-submit --packages gives it as well)
+KAFKA_SOURCE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
 RESULTS_SCHEMA = "partition int, offset long, number long, square long, redelivery_count int"
 
 
@@ -32,25 +35,22 @@ def verdict(value: bytes | None, partition: int, offset: int, fail_rate: float, 
     return "retry" if random.Random(f"{partition}/{offset}").random() < fail_rate else "ok"
 
 
-def process(batch: DataFrame, output: str, options: dict[str, str], args: argparse.Namespace) -> None:
+def process(batch: DataFrame, output: str, args: argparse.Namespace) -> DataFrame:
+    """One micro-batch (its STARTs are durable already): the results of the good rows, durable in Parquet before
+    this returns; the rows that are not ok returned (retry, reject); foreach_batch acknowledges every other row."""
     fail_rate, poison_every = args.fail_rate, args.poison_every
     classify = F.udf(lambda value, p, o: verdict(value, p, o, fail_rate, poison_every), StringType(), useArrow=False)
-    # Every evaluation of `batch` re-reads the queue and re-writes STARTs: cache it, and acknowledge last.
-    batch = batch.withColumn("status", classify("value", "partition", "offset")).persist()
-    try:
-        done = batch.where(F.col("status") == "ok")
-        number = F.col("value").cast("string").cast("long")
-        results = done.select("partition", "offset", number.alias("number"), (number * number).alias("square"),
-                              "redelivery_count")  # fmt: skip
-        results.write.mode("append").parquet(output)  # 1. the results are durable ...
-        acks = batch.select(
-            "partition", "offset", "status", "redelivery_count", "key", "value", "headers",
-            F.when(F.col("status") == "retry", F.lit(args.retry_delay_ms)).alias("delay_ms"),
-            F.when(F.col("status") == "reject", F.lit("poison")).alias("reason"),
-        )  # fmt: skip
-        kmq.spark.ack(acks, **options)  # 2. ... before their rows are acknowledged
-    finally:
-        batch.unpersist()
+    judged = batch.withColumn("status", classify("value", "partition", "offset"))
+    number = F.col("value").cast("string").cast("long")
+    results = judged.where(F.col("status") == "ok").select(
+        "partition", "offset", number.alias("number"), (number * number).alias("square"), "redelivery_count"
+    )
+    results.write.mode("append").parquet(output)
+    return judged.where(F.col("status") != "ok").select(
+        "partition", "offset", "status",
+        F.when(F.col("status") == "retry", F.lit(args.retry_delay_ms)).alias("delay_ms"),
+        F.when(F.col("status") == "reject", F.lit("poison")).alias("reason"),
+    )  # fmt: skip
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -74,26 +74,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(f"kmq pipeline {args.queue}")
+    builder = SparkSession.builder.appName(f"kmq pipeline {args.queue}").config("spark.jars.packages", KAFKA_SOURCE)
     if args.master:
         builder = builder.master(args.master).config("spark.ui.enabled", str(not args.master.startswith("local")))
     spark = builder.getOrCreate()
-    kmq.spark.register(spark)
-    options = {"bootstrap.servers": args.bootstrap_servers, "queue": args.queue,
-               "msg_timeout_ms": str(args.msg_timeout_ms)}  # fmt: skip
+    options: dict[str, object] = {"bootstrap.servers": args.bootstrap_servers, "msg_timeout_ms": args.msg_timeout_ms,
+                                  "max_records_per_batch": args.max_records_per_batch}  # fmt: skip
     kafka_config = json.loads(os.environ.get("KMQ_KAFKA_CONFIG") or "{}")  # e.g. SASL settings, as kmq reads them
     options.update({f"kafka.{key}": str(value) for key, value in kafka_config.items()})
     if os.environ.get("KMQ_SASL_PASSWORD_FILE"):  # a file every executor can read (a mounted Secret)
         options["sasl_password_file"] = os.environ["KMQ_SASL_PASSWORD_FILE"]
-    stream = (
-        spark.readStream.format("kmq")
-        .options(**options)
-        .option("max_records_per_batch", str(args.max_records_per_batch))
-        .load()
-    )
+    stream = kmq.spark.read_stream(spark, args.queue, **options)
+    handler = kmq.spark.foreach_batch(lambda batch, _: process(batch, args.output, args), args.queue, **options)
     query = (
-        stream.writeStream.foreachBatch(lambda batch, _: process(batch, args.output, options, args))
+        stream.writeStream.foreachBatch(handler)
         .option("checkpointLocation", args.checkpoint)
         .trigger(processingTime=f"{args.trigger_ms} milliseconds")
         .start()

@@ -1,4 +1,5 @@
-"""`format("kmq-ack")`: acknowledge rows from executors (batch writes and streaming queries alike)."""
+"""`format("kmq-ack")`: acknowledge rows from executors — what `foreach_batch` uses for a handler's not-ok rows (a
+batch write; the ok rows of a micro-batch are one BATCH END written by the driver)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
-    DataSourceStreamWriter,
     DataSourceWriter,
     WriterCommitMessage,
 )
@@ -30,9 +29,6 @@ class KmqAckDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return AckWriter(SourceOptions.parse(self.options), schema)
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        return AckStreamWriter(SourceOptions.parse(self.options), schema)
 
 
 class Acked(WriterCommitMessage):
@@ -61,15 +57,3 @@ class AckWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return _write(self.options, iterator)
-
-
-class AckStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, options: SourceOptions, schema: StructType) -> None:
-        check_schema(schema)
-        self.options = options
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return _write(self.options, iterator)
-
-    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # Spark's name
-        """Nothing to do: every task's markers were flushed before it ended."""

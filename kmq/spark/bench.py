@@ -1,27 +1,25 @@
-"""`kmq bench --contenders spark-kafka,spark-kmq`: rows/s of our `format("kmq")` source, with its START markers and
-a `kmq-ack` sink acknowledging every row, ÷ Spark's own Kafka source (spark-sql-kafka-0-10 of the same Spark
-version) reading the same topic into the `noop` sink. One local Spark session; the contenders alternate, rounds
-A B A B..., and each ratio is the median of each round's ratio (drift cancels out). Two ratios (bench_figures.py):
-end to end from `start()`, query start-up included, and steady state over the micro-batches after the first.
-
-Same work on both sides: the same topic and rows, every row available at the start, the same trigger, the same
-admission limit of `ROWS_PER_BATCH` rows per micro-batch (`maxOffsetsPerTrigger` for Spark's source,
-`max_records_per_batch` for ours: without one the whole topic is one micro-batch and there is no steady state to
-see), and the same tasks — each partition's share cut into pieces of at most `ROWS_PER_TASK` rows
-(`maxRecordsPerPartition`, `max_rows_per_task`)."""
+"""`kmq bench --contenders spark-kafka,spark-kmq`: the same pipeline with and without kmq. Both read the queue with
+Spark's own Kafka source (spark-sql-kafka-0-10 of the same Spark version) with the same options (read_committed,
+headers, `ROWS_PER_BATCH` rows per micro-batch, tasks of at most `ROWS_PER_TASK` rows) into `foreachBatch` with the
+same handler, `HANDLER`: every row of the micro-batch written to Spark's `noop` sink (the least work a handler can
+do, so kmq's share shows whole). spark-kafka is that bare; spark-kmq is `kmq.spark.read_stream` +
+`kmq.spark.foreach_batch` (exact offsets, BATCH STARTs before the handler, BATCH ENDs and the group's commit after).
+One local Spark session; the contenders alternate, rounds A B A B..., and each ratio is the median of each round's
+ratio (drift cancels out). Two ratios (bench_figures.py): end to end from `start()`, query start-up included, and
+steady state over the micro-batches after the first; and per micro-batch, kmq's own cost in ms (finding the offsets,
+writing the markers and committing)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import os
-import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark import __version__ as spark_version
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F  # Spark's convention
+from pyspark.sql import DataFrame, SparkSession
 
 import kmq.spark
 from kmq.admin import ensure_topics
@@ -29,6 +27,7 @@ from kmq.config import KmqConfig
 from kmq.errors import BenchError
 from kmq.producer import KmqProducer, OutgoingMessage
 from kmq.spark.bench_figures import Kind, SparkRun, median_ratio, run_from_progress
+from kmq.spark.stream import kafka_source_options, stream_options
 
 SPARK_KAFKA, SPARK_KMQ = "spark-kafka", "spark-kmq"
 SPARK_CONTENDERS = (SPARK_KAFKA, SPARK_KMQ)
@@ -65,7 +64,6 @@ def run_spark_bench(
     ensure_topics(config, partitions)
     with KmqProducer(config) as producer:
         producer.send_batch(OutgoingMessage(bytes(size), None, None, n % partitions) for n in range(messages))
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (
         SparkSession.builder.master(master)
         .appName("kmq spark bench")
@@ -76,7 +74,6 @@ def run_spark_bench(
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    kmq.spark.register(spark)
     runs: dict[str, list[SparkRun]] = {name: [] for name in contenders}
     try:
         for _ in range(repeat):
@@ -88,30 +85,46 @@ def run_spark_bench(
     return SparkBenchResult(runs)
 
 
+def handler(batch: DataFrame, batch_id: int) -> None:
+    """`HANDLER`: read every row, keep nothing."""
+    batch.write.format("noop").mode("append").save()
+
+
+HANDLER = "batch_df.write.format('noop')"
+
+
 def _measure(spark: SparkSession, config: KmqConfig, contender: str, messages: int, timeout_s: float) -> SparkRun:
-    """From the query's start until its progress reports every row processed, and its micro-batches."""
+    """From the query's start until its progress reports every row processed, its micro-batches, and kmq's cost."""
     checkpoint = f"/tmp/kmq-spark-bench-{uuid.uuid4().hex[:8]}"
+    group = f"{config.queue_topic}__bench-{uuid.uuid4().hex[:8]}"  # a new group: from the first offsets
+    options: dict[str, object] = {
+        "bootstrap.servers": config.bootstrap_servers,
+        "group": group,
+        "max_rows_per_task": ROWS_PER_TASK,
+        "max_records_per_batch": ROWS_PER_BATCH,
+    }
+    options.update({f"kafka.{k}": str(v) for k, v in config.kafka_config.items()})
+    costs: list[tuple[int, int]] = []
     if contender == SPARK_KAFKA:
-        stream = (
-            spark.readStream.format("kafka")
-            .option("kafka.bootstrap.servers", config.bootstrap_servers)
-            .option("subscribe", config.queue_topic)
-            .option("startingOffsets", "earliest")
-            .option("maxRecordsPerPartition", str(ROWS_PER_TASK))
-            .option("maxOffsetsPerTrigger", str(ROWS_PER_BATCH))
-            .load()
-        )
-        writer = stream.writeStream.format("noop")
+        parsed = stream_options(config.queue_topic, options)
+        source = kafka_source_options(parsed, dict.fromkeys(range(_partitions(config)), 0))
+        stream = spark.readStream.format("kafka").options(**source).load()
+        batches: Callable[[DataFrame, int], None] = handler
     else:
-        options = {"bootstrap.servers": config.bootstrap_servers, "queue": config.queue_topic,
-                   "group": f"{config.queue_topic}__bench-{uuid.uuid4().hex[:8]}",
-                   "max_rows_per_task": str(ROWS_PER_TASK), "max_records_per_batch": str(ROWS_PER_BATCH)}  # fmt: skip
-        options.update({f"kafka.{k}": str(v) for k, v in config.kafka_config.items()})
-        stream = spark.readStream.format("kmq").options(**options).load()
-        acks = stream.select("partition", "offset", F.lit("ok").alias("status"))
-        writer = acks.writeStream.format("kmq-ack").options(**options)
+        stream = kmq.spark.read_stream(spark, config.queue_topic, **options)
+        marked = kmq.spark.foreach_batch(handler, config.queue_topic, **options)
+
+        def batches(batch: DataFrame, batch_id: int) -> None:
+            marked(batch, batch_id)
+            costs.append((marked.last_offsets_ms, marked.last_marker_ms))
+
     started = time.monotonic()
-    query = writer.option("checkpointLocation", checkpoint).trigger(processingTime="100 milliseconds").start()
+    query = (
+        stream.writeStream.foreachBatch(batches)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
     try:
         while sum(p.get("numInputRows", 0) for p in query.recentProgress) < messages:
             if query.exception() is not None or time.monotonic() - started > timeout_s:
@@ -121,4 +134,11 @@ def _measure(spark: SparkSession, config: KmqConfig, contender: str, messages: i
         progress = list(query.recentProgress)
     finally:
         query.stop()
-    return run_from_progress(progress, elapsed_ms)
+    run = run_from_progress(progress, elapsed_ms)
+    return dataclasses.replace(run, offsets_ms=tuple(c[0] for c in costs), marker_ms=tuple(c[1] for c in costs))
+
+
+def _partitions(config: KmqConfig) -> int:
+    from kmq.admin import topic_partitions
+
+    return topic_partitions(config, config.queue_topic)

@@ -27,6 +27,13 @@ class SparkRun:
     steady_ms: int  # their batch durations, summed
     batch_ms: tuple[int, ...] = ()  # each micro-batch's duration, in order (the JSON's detail)
     add_batch_ms: tuple[int, ...] = ()  # of which running its tasks into the sink (durationMs.addBatch)
+    offsets_ms: tuple[int, ...] = ()  # spark-kmq: finding each micro-batch's exact offsets (a Spark job)
+    marker_ms: tuple[int, ...] = ()  # spark-kmq: writing each micro-batch's markers and committing the group
+
+    def median_cost_ms(self, name: str) -> float:
+        """The median over the micro-batches of `offsets_ms` or `marker_ms`; NaN without any."""
+        values = getattr(self, name)
+        return float(statistics.median(values)) if values else float("nan")
 
     def rate(self, kind: Kind) -> float:
         """Rows/s; NaN where there is nothing to divide (one micro-batch, no steady state)."""

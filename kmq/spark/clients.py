@@ -2,8 +2,8 @@
 
 Spark runs task after task in the same Python worker (`spark.python.worker.reuse`, its default). A new idempotent
 producer takes up to ~0.5 s before its first record is acknowledged (its producer id is fetched first, and a
-refused first attempt waits out librdkafka's retry backoff): every read task paid that once for its STARTs and every
-ack task once for its ENDs. A worker runs one task at a time, so a kept producer carries one task's records at a
+refused first attempt waits out librdkafka's retry backoff): every `kmq-ack` task (a handler's not-ok rows) would pay
+it again. A worker runs one task at a time, so a kept producer carries one task's records at a
 time and `flush()` returning 0 still means every record of the running task is durable.
 
 A task that fails drops its producer (`discard`): whatever state a failure left behind never meets the next task.

@@ -1,6 +1,6 @@
 """Partitions added to a live queue: a misaligned count is reported, and once both topics have them the tracker
-owns the new partitions and redelivers their messages; a running client, the REST facade's replicas and a Spark
-stream's driver serve them without a restart (Apache Kafka: tansu cannot add partitions)."""
+owns the new partitions and redelivers their messages; a running client and the REST facade's replicas serve them
+without a restart (Apache Kafka: tansu cannot add partitions; a Spark stream: tests/integration/spark)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from kmq.embedded import KafkaCluster
 from kmq.errors import ConfigError
 from kmq.message import Message
 from kmq.producer import KmqProducer, OutgoingMessage
-from kmq.spark.positions import QueuePositions
 from tests.conftest import MakeConfig
 from tests.helpers import wait_for
 from tests.integration.test_api_replicas import receive, replica, statuses
@@ -85,25 +84,6 @@ def test_the_rest_facade_serves_and_settles_partitions_added_while_it_runs(make_
         wait_for(lambda: notes(first) >= known + 2, 30, what="the first replica reading the new partitions' notes")
         again = first.post(f"{path}/ack", json={"receipts": receipts[:1]})
         assert again.status_code == 409 and "already settled by ack" in again.text, again.text
-
-
-def test_a_spark_streams_driver_finds_partitions_added_while_it_runs(make_config: MakeConfig) -> None:
-    # given the driver's positions of a running query on a queue of 2 partitions, 3 messages on each
-    config = make_config(partitions=2)
-    with KmqProducer(config) as producer:
-        producer.send_batch(OutgoingMessage(b"x", partition=n % 2) for n in range(6))
-    positions = QueuePositions(config, partition_check_s=0.2)
-    try:
-        assert positions.committed() == {0: 0, 1: 0}
-        assert positions.ends() == {0: 3, 1: 3}
-        # when the queue grows to 4 partitions and 2 messages land on partition 3
-        grow_topics(config, 4)
-        with KmqProducer(config) as producer:
-            producer.send_batch(OutgoingMessage(b"y", partition=3) for _ in range(2))
-        # then its ends name the new partitions, so the next micro-batch reads them (offsets.split: from 0)
-        wait_for(lambda: positions.ends() == {0: 3, 1: 3, 2: 0, 3: 2}, 30, what="the new partitions' ends")
-    finally:
-        positions.close()
 
 
 def notes(replica: TestClient) -> float:

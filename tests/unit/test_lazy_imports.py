@@ -1,5 +1,5 @@
 """What a process pays to import kmq: the package's public names load on first use, and the Spark source's Python
-workers (spawned by Spark at every query's start) import only what reading and acknowledging need."""
+workers (spawned by Spark for the batch sources and the not-ok rows' acks) import only what they need."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ def test_importing_kmq_loads_no_client() -> None:
     assert not {"confluent_kafka", "pydantic", "kmq.client", "kmq.worker"} & loaded
 
 
-def test_the_spark_read_and_ack_paths_leave_the_client_worker_and_admin_out() -> None:
-    loaded = _loaded_after("import kmq.spark.source, kmq.spark.ack_sink")
+def test_the_spark_python_workers_paths_leave_the_client_worker_and_admin_out() -> None:
+    loaded = _loaded_after("import kmq.spark.source, kmq.spark.ack_sink")  # batch reads, the not-ok rows' acks
     assert {"kmq.spark.reading", "kmq.spark.acking"} <= loaded  # the test sees the modules it is about
     unwanted = {"kmq.client", "kmq.worker", "kmq.producer", "kmq.admin", "kmq.spark.positions", "pydantic_settings"}
     assert not unwanted & loaded

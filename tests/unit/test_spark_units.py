@@ -1,4 +1,4 @@
-"""The pure parts of kmq.spark: offset ranges and admission control, options, ack rows, marker rows, the report."""
+"""The pure parts of kmq.spark: options, ack rows, marker rows, the report, the bench figures."""
 
 from __future__ import annotations
 
@@ -7,63 +7,14 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from kmq.batch_markers import BatchEnd, BatchStart
 from kmq.errors import AckInputError, ConfigError
 from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq.spark.acking import parse
 from kmq.spark.markers_source import decode
-from kmq.spark.offsets import OffsetRange, from_offset, limit_end, split, to_offset
 from kmq.spark.options import SourceOptions
 from kmq.spark.report import report_from_rows
-
-positions = st.dictionaries(st.integers(0, 7), st.integers(0, 1_000), min_size=1)
-
-
-def test_offsets_round_trip_through_the_checkpoint_form() -> None:
-    assert to_offset({1: 5, 0: 3}) == {"0": 3, "1": 5}
-    assert from_offset(json.loads(json.dumps(to_offset({0: 3, 1: 5})))) == {0: 3, 1: 5}
-
-
-@given(positions, st.lists(st.integers(0, 500), min_size=8, max_size=8), st.integers(1, 2_000))
-def test_admission_never_passes_the_limit_nor_the_end_and_uses_the_budget(
-    start: dict[int, int], extra: list[int], max_rows: int
-) -> None:
-    end = {p: offset + extra[p] for p, offset in start.items()} | {9: extra[0]}  # 9: a partition added since
-    start = {**start}
-    cut = limit_end(start, end, max_rows)
-    assert all(start.get(p, 0) <= cut[p] <= end[p] for p in end)
-    taken = sum(cut[p] - start.get(p, 0) for p in end)
-    assert taken == min(max_rows, sum(end[p] - start.get(p, 0) for p in end))
-
-
-def test_ranges_cover_each_partition_exactly_in_pieces() -> None:
-    # partition 1 has nothing new; partition 2 was added since the query began: read from its beginning
-    assert split({0: 0, 1: 10}, {0: 5, 1: 10, 2: 3}, 2) == [
-        OffsetRange(0, 0, 1),
-        OffsetRange(0, 1, 3),
-        OffsetRange(0, 3, 5),
-        OffsetRange(2, 0, 1),
-        OffsetRange(2, 1, 3),
-    ]
-    # pieces as even as they can be, not one full piece and a small rest
-    assert split({0: 0}, {0: 125_000}, 100_000) == [OffsetRange(0, 0, 62_500), OffsetRange(0, 62_500, 125_000)]
-
-
-@given(positions, st.lists(st.integers(0, 500), min_size=8, max_size=8), st.integers(1, 50))
-def test_ranges_are_contiguous_bounded_and_cover_the_batch(
-    start: dict[int, int], extra: list[int], max_rows: int
-) -> None:
-    end = {p: start[p] + extra[p] for p in start}
-    ranges = split(start, end, max_rows)
-    for p in start:
-        mine = [r for r in ranges if r.partition == p]
-        assert all(0 < r.end - r.start <= max_rows for r in mine)
-        assert [r.start for r in mine] == ([start[p]] + [r.end for r in mine[:-1]] if mine else [])
-        assert (mine[-1].end if mine else start[p]) == end[p]
-        assert len(mine) == -(-extra[p] // max_rows)
 
 
 def test_options_build_a_config_and_name_a_bad_one() -> None:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from pyspark import __version__ as spark_version
 from pyspark.sql import SparkSession
 
 import kmq.spark
@@ -29,6 +30,8 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.default.parallelism", "4")
         .config("spark.sql.streaming.stopTimeout", "30s")
         .config("spark.task.maxFailures", "4")
+        # Spark's Kafka source (kmq.spark.read_stream), of this Spark's version, from Maven Central (cached by Ivy)
+        .config("spark.jars.packages", f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark_version}")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -58,6 +61,17 @@ def source_options(config: KmqConfig, **extra: str) -> dict[str, str]:
         "queue": config.queue_topic,
         "group": config.group_id,
         "msg_timeout_ms": str(config.msg_timeout_ms),
+    }
+    options.update({f"kafka.{k}": str(v) for k, v in config.kafka_config.items()})
+    return {**options, **extra}
+
+
+def stream_options(config: KmqConfig, **extra: object) -> dict[str, object]:
+    """The options of kmq.spark.read_stream and foreach_batch for this config's queue (given apart)."""
+    options: dict[str, object] = {
+        "bootstrap.servers": config.bootstrap_servers,
+        "group": config.group_id,
+        "msg_timeout_ms": config.msg_timeout_ms,
     }
     options.update({f"kafka.{k}": str(v) for k, v in config.kafka_config.items()})
     return {**options, **extra}

@@ -15,12 +15,13 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 from typer.testing import CliRunner
 
+import kmq.spark
 from kmq.cli._app import _register_all, app
 from kmq.config import KmqConfig
 from kmq.demo.numbers import decode_number
 from kmq.kafka import admin_settings
 from tests.helpers import read_topic, wait_for
-from tests.integration.spark.conftest import running_tracker, source_options
+from tests.integration.spark.conftest import running_tracker, stream_options
 from tests.integration.spark.pipeline_support import (
     dead_numbers,
     demo_tally,
@@ -47,14 +48,17 @@ def test_every_message_is_acked_once_or_dead_lettered_and_the_audit_agrees_with_
     config = make_config(partitions=PARTITIONS, msg_timeout_ms=120_000, max_redeliveries=20)
     send_numbers(config, MESSAGES, PARTITIONS)
     example = load_example()
-    output, options = str(tmp_path / "out"), source_options(config)
+    output = str(tmp_path / "out")
     args = argparse.Namespace(fail_rate=FAIL_RATE, poison_every=POISON_EVERY, retry_delay_ms=200)
     poison = {n for n in range(1, MESSAGES + 1) if n % POISON_EVERY == 0}
     # when the stream runs until every number is processed or dead-lettered
     with running_tracker(config) as tracker:
-        stream = spark.readStream.format("kmq").options(**options).option("max_records_per_batch", "1000").load()
+        options = stream_options(config, max_records_per_batch=1000)
+        stream = kmq.spark.read_stream(spark, config.queue_topic, **options)
+        process = kmq.spark.foreach_batch(lambda batch, _: example.process(batch, output, args), config.queue_topic,
+                                          **options)  # fmt: skip
         query = (
-            stream.writeStream.foreachBatch(lambda batch, _: example.process(batch, output, options, args))
+            stream.writeStream.foreachBatch(process)
             .option("checkpointLocation", str(tmp_path / "checkpoint"))
             .trigger(processingTime="100 milliseconds")
             .start()
@@ -65,6 +69,7 @@ def test_every_message_is_acked_once_or_dead_lettered_and_the_audit_agrees_with_
             wait_for(lambda: sum(s.pending for s in tracker.partitions().values()) == 0, 30, what="no pending")
         finally:
             query.stop()
+            process.close()
     # then every number was processed exactly once or dead-lettered (poison only), none lost
     processed = processed_numbers(output)
     dead = dead_numbers(config, PARTITIONS)

@@ -1,6 +1,7 @@
-"""The Spark sources and sinks over SASL_SSL (SCRAM-SHA-512, TLS, ACLs enforced) on an embedded Apache Kafka: a
-stream reads and acknowledges every row and the audit accounts for all of them, with the password given either as a
-mounted file (`sasl_password_file`) or as `kafka.sasl.password`, and the password shows up nowhere Spark keeps it."""
+"""kmq on Spark over SASL_SSL (SCRAM-SHA-512, TLS, ACLs enforced) on an embedded Apache Kafka: a stream (Spark's
+Kafka source, the driver's markers) reads and acknowledges every row and the audit accounts for all of them, with the
+password given either as a mounted file (`sasl_password_file`) or as `kafka.sasl.password`, and the password shows up
+nowhere Spark keeps or shows the query."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F  # Spark's convention
 
 import kmq.spark
 from kmq.embedded import EmbeddedKafka
@@ -32,7 +32,6 @@ def test_a_stream_reads_acks_and_audits_over_sasl_ssl_and_the_password_shows_now
         producer.send_batch(OutgoingMessage(f"m{i}".encode(), None, None, i % PARTITIONS) for i in range(MESSAGES))
     connection = {
         "bootstrap.servers": app.bootstrap_servers,
-        "queue": app.queue_topic,
         "group": app.group_id,
         "kafka.security.protocol": "SASL_SSL",
         "kafka.sasl.mechanism": "SCRAM-SHA-512",
@@ -42,12 +41,12 @@ def test_a_stream_reads_acks_and_audits_over_sasl_ssl_and_the_password_shows_now
     from_file = {**connection, "sasl_password_file": app.sasl_password_file}
     inline = {**connection, "kafka.sasl.password": APP_PASSWORD}
     checkpoint = tmp_path / "checkpoint"
-    # when the source reads with the password from a file and the ack sink gets it as kafka.sasl.password
-    rows = spark.readStream.format("kmq").options(**from_file).load()
-    acks = rows.select("partition", "offset", F.lit("ok").alias("status"))
+    # when read_stream reads with the password from a file and foreach_batch's markers get it as kafka.sasl.password
+    handled: list[int] = []
+    rows = kmq.spark.read_stream(spark, app.queue_topic, **from_file)
+    handler = kmq.spark.foreach_batch(lambda batch, _: handled.append(batch.count()), app.queue_topic, **inline)
     query = (
-        acks.writeStream.format("kmq-ack")
-        .options(**inline)
+        rows.writeStream.foreachBatch(handler)
         .option("checkpointLocation", str(checkpoint))
         .trigger(processingTime="100 milliseconds")
         .start()
@@ -57,12 +56,14 @@ def test_a_stream_reads_acks_and_audits_over_sasl_ssl_and_the_password_shows_now
                  what="every row acknowledged over SASL_SSL")  # fmt: skip
         progress = [str(p) for p in query.recentProgress]
         query.explain(extended=True)  # the plans Spark shows and logs of the query
+        rows.explain(extended=True)  # and of the streaming DataFrame, its source's options included
         plan = capsys.readouterr().out
-        assert "kmq" in plan, plan
+        assert "kafka" in plan.lower(), plan
     finally:
         query.stop()
+        handler.close()
     # then the audit, over SASL_SSL too, finds every message acked and none unaccounted
-    report = kmq.spark.audit(spark, **from_file)
+    report = kmq.spark.audit(spark, **from_file, queue=app.queue_topic)
     assert report.total("messages") == MESSAGES
     assert report.total("acked") == MESSAGES
     assert report.total("unaccounted") == 0

@@ -1,4 +1,5 @@
-"""The sinks and batch sources: a DataFrame into a queue, reading topics back, acknowledgement input checks."""
+"""The batch sources and sinks: a DataFrame into a queue, reading topics back, and `kmq-ack` (what foreach_batch
+writes a handler's not-ok rows with) writing markers and dead letters as KmqClient would."""
 
 from __future__ import annotations
 
@@ -7,11 +8,9 @@ from collections.abc import Callable
 import pytest
 from pyspark.sql import SparkSession
 
-import kmq.spark
 from kmq import headers as h
 from kmq.batch_markers import BatchEnd
 from kmq.config import KmqConfig
-from kmq.errors import AckInputError
 from kmq.markers import EndMarker, MarkerKey
 from tests.helpers import read_topic
 from tests.integration.spark.conftest import source_options
@@ -38,21 +37,6 @@ def test_a_dataframe_sent_to_a_queue_reads_back_with_its_columns(spark: SparkSes
     assert read_topic(config, config.markers_topic, 2) == []
 
 
-def test_bad_acknowledgements_fail_the_batch_and_ack_nothing(spark: SparkSession, make_config: MakeConfig) -> None:
-    config = make_config(partitions=1)
-    options = source_options(config)
-    bad_status = spark.createDataFrame([(0, 0, "ok"), (0, 1, "done")], "partition int, offset long, status string")
-    with pytest.raises(AckInputError, match=r"'done'.*nothing was acked"):
-        kmq.spark.ack(bad_status, **options)
-    null_offset = spark.createDataFrame([(0, 0, "ok"), (0, None, "ok")], "partition int, offset long, status string")
-    with pytest.raises(AckInputError, match="offset=None"):
-        kmq.spark.ack(null_offset, **options)
-    no_status = spark.createDataFrame([(0, 0)], "partition int, offset long")
-    with pytest.raises(AckInputError, match="missing: status"):
-        kmq.spark.ack(no_status, **options)
-    assert read_topic(config, config.markers_topic, 1) == []
-
-
 @pytest.mark.parametrize("marker_format", ["kmq", "batch"])
 def test_acks_write_end_nack_and_dead_letter_like_the_client(
     spark: SparkSession, make_config: MakeConfig, marker_format: str
@@ -68,7 +52,7 @@ def test_acks_write_end_nack_and_dead_letter_like_the_client(
          (0, 3, "ok", None, None)],
         "partition int, offset long, status string, delay_ms long, reason string",
     )  # fmt: skip
-    kmq.spark.ack(acks.coalesce(1), **options)  # one task: one BATCH END
+    acks.coalesce(1).write.format("kmq-ack").options(**options).mode("append").save()  # one task: one BATCH END
     # then the ok rows are ENDed (kmq: one END each; batch: one BATCH END of their offsets), the retry is a
     # START(5000) and the reject an END, and the rejected message is on D with kmq's headers
     markers = {MarkerKey.decode(r.key).offset: r.value for r in read_topic(config, config.markers_topic, 1)}
