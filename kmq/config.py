@@ -38,6 +38,11 @@ class KmqConfig(FrozenConfig):
         15_000, gt=0, description="how long start-up checks wait for the cluster before reporting it unreachable"
     )
     transactional: bool = Field(False, description="write START markers and commit offsets in one transaction")
+    pipelined: bool = Field(
+        True,
+        description="hand a batch over without waiting for its STARTs, and commit its offsets asynchronously once they"
+        " are acknowledged (false: wait for the STARTs and the commit in receive()); not in transactional mode",
+    )
     marker_format: Literal["kmq", "batch"] = Field(
         "batch",
         description="`kmq`: two markers per message (JVM kmq compatible); `batch`: per batch (this project's tracker)",
