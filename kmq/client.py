@@ -121,6 +121,23 @@ class KmqClient:
         # 4. Hand the messages to the application.
         return messages
 
+    def wait_started(self, timeout_s: float | None = None) -> None:
+        """Wait until the STARTs of every batch handed over are acknowledged (pipelined; at once otherwise). Raises
+        `MarkerWriteError` when one failed (the batch rewound) or when they are not acknowledged within `timeout_s`
+        (default: the client's marker timeout).
+
+        For a caller whose acknowledgements do not go through this client, which therefore cannot hold them back
+        until the START is acknowledged: the REST facade, whose receipts may be settled on any replica."""
+        pipeline = self._pipeline
+        if pipeline is None:
+            return
+        timeout_s = self._marker_timeout_s if timeout_s is None else timeout_s
+        settled = pipeline.drain(timeout_s)
+        self._check_pipeline(pipeline)
+        in_flight = pipeline.first_in_flight()
+        if not settled and in_flight is not None:
+            raise MarkerWriteError(self.config.markers_topic, *in_flight, f"not acknowledged within {timeout_s}s")
+
     def processed(self, msg: Target) -> None:
         """5. The message is done: write END without waiting (a lost END only costs a redelivery).
 

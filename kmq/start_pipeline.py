@@ -148,9 +148,13 @@ class StartPipeline:
         if dropped:
             _log.info("%d markers of STARTs that failed dropped with their partitions (read again)", dropped)
 
-    def in_flight(self) -> int:
+    def first_in_flight(self) -> tuple[int, int] | None:
+        """(partition, offset) of the first message of the oldest batch not committed yet, or None."""
         with self._changed:
-            return len(self._pending)
+            if not self._pending:
+                return None
+            partition, offsets = next(iter(self._pending[0].offsets.items()))
+            return partition, offsets[0]
 
     def close(self, timeout_s: float) -> None:
         """Stop the report thread (after `drain`); reports still due are served by this thread's flush."""

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kmq.bench.options import HTTP, JVM_KMQ, KMQ, KMQ_BATCH, PLAIN, SHARE, TRACKER, WORKER
+from kmq.bench.options import HTTP, JVM_KMQ, KMQ, KMQ_BATCH, PLAIN, PLAIN_ASYNC, SHARE, TRACKER, WORKER
 from kmq.bench.stats import median
 
 
@@ -37,6 +37,7 @@ _CONSUMER = Shape(
 )
 SHAPES = {
     PLAIN: _CONSUMER,
+    PLAIN_ASYNC: _CONSUMER,
     KMQ: _CONSUMER,
     KMQ_BATCH: _CONSUMER,
     SHARE: _CONSUMER,
