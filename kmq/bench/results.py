@@ -44,8 +44,8 @@ SHAPES = {
     WORKER: _CONSUMER,
     JVM_KMQ: _CONSUMER,
     TRACKER: Shape(
-        "markers_per_s",
-        "markers/s",
+        "offsets_per_s",
+        "offsets/s",
         "redelivery lateness",
         ("lateness_ms_p50", "lateness_ms_p95", "lateness_ms_p99"),
         "rss_bytes",
