@@ -9,11 +9,12 @@ from kmq.errors import ConfigError
 
 PLAIN, KMQ, KMQ_BATCH, SHARE, TRACKER, HTTP = "plain", "kmq", "kmq-batch", "share", "tracker", "http"
 WORKER = "worker"
-PLAIN_ASYNC = "plain-async"  # a second reference: the plain consumer committing asynchronously
-CONTENDERS = (PLAIN, PLAIN_ASYNC, KMQ, KMQ_BATCH, SHARE, TRACKER, HTTP, WORKER)
-# SoftwareMill's JVM KmqClient (tests/interop, via kmq.jvm): only when named, as it needs Java and Maven.
+CONTENDERS = (PLAIN, KMQ, KMQ_BATCH, SHARE, TRACKER, HTTP, WORKER)
+# Only when named: SoftwareMill's JVM KmqClient (tests/interop, via kmq.jvm), as it needs Java and Maven; and a
+# second reference, the plain consumer committing asynchronously.
 JVM_KMQ = "jvm-kmq"
-ALL_CONTENDERS = (*CONTENDERS, JVM_KMQ)
+PLAIN_ASYNC = "plain-async"
+ALL_CONTENDERS = (*CONTENDERS, PLAIN_ASYNC, JVM_KMQ)
 CONSUMERS = (
     PLAIN,
     PLAIN_ASYNC,
