@@ -55,15 +55,18 @@ class KmqClient:
         self._pipeline: StartPipeline | None = None
         try:
             self._markers = MarkerWriter(config)
-            if config.marker_format == "batch":
-                self._ends = EndBatcher(self._markers.batch_end, config.end_flush_ms)
-            self._transactions = TransactionalStarts(config, self._consumer) if config.transactional else None
             if pipelined:
                 self._pipeline = StartPipeline(config, self._consumer)
+            if config.marker_format == "batch":
+                hold = None if self._pipeline is None else self._pipeline.gate.held
+                self._ends = EndBatcher(self._markers.batch_end, config.end_flush_ms, hold=hold)
+            self._transactions = TransactionalStarts(config, self._consumer) if config.transactional else None
         except BaseException:
             # Nothing half-made stays behind (a caller such as the REST facade tries again and again).
             if self._ends is not None:
                 self._ends.close()
+            if self._pipeline is not None:
+                self._pipeline.close(0)
             self._consumer.close()
             if "_markers" in self.__dict__:  # (it holds a bound method of its own: only the cyclic GC would free it)
                 self._markers.producer.close()
@@ -108,11 +111,12 @@ class KmqClient:
         deadline_ms = time.time_ns() // 1_000_000 + timeout_ms
         messages = from_records(records, self.config.queue_topic, deadline_ms)
         offsets = offsets_by_partition(messages)
-        commit = _next_offsets(self.config.queue_topic, offsets)
         if self._pipeline is not None:
             # 2. STARTs queued; 3. committed by the pipeline once they are acknowledged (PROTOCOL.md's four rules).
             self._send_starts(self._pipeline, offsets, timeout_ms)
-        elif self._transactions is not None:
+            return messages  # 4.
+        commit = _next_offsets(self.config.queue_topic, offsets)
+        if self._transactions is not None:
             # 2+3. STARTs and the offset commit in one transaction.
             self._in_transaction(offsets, commit, timeout_ms)
         else:
@@ -145,25 +149,23 @@ class KmqClient:
         if self._closed:
             self._check_open()
         # Once per message: no MarkerKey built, one call into the writer (or a deque's append, for the batcher).
-        if self._gate is not None:  # pipelined: after its START (at once when the START is acknowledged)
-            partition, offset = msg.partition, msg.offset
-            if self._ack is not None:
-                self._gate.run(partition, offset, self._ack, (partition, offset))
-            else:
-                self._gate.run(partition, offset, self._end_at, partition, offset)
-        elif self._ack is not None:
+        # Pipelined, the END follows its START: the batcher holds a BATCH END's acks back (never this path), the gate
+        # a kmq END (at once when the START is acknowledged).
+        if self._ack is not None:
             self._ack((msg.partition, msg.offset))
+        elif self._gate is not None:
+            self._gate.run(msg.partition, msg.offset, self._end_at, msg.partition, msg.offset)
         else:
             self._end_at(msg.partition, msg.offset)
 
     def processed_many(self, messages: Iterable[Target]) -> None:
         """`processed` for many messages at once (with `batch` markers: gathered under one lock)."""
         self._check_open()
-        if self._gate is not None:
-            for msg in messages:
-                self.processed(msg)
-        elif self._ends is not None:
+        if self._ends is not None:
             self._ends.add_many((msg.partition, msg.offset) for msg in messages)
+        elif self._gate is not None:
+            for msg in messages:
+                self._gate.run(msg.partition, msg.offset, self._end_at, msg.partition, msg.offset)
         else:
             for msg in messages:
                 self._end_at(msg.partition, msg.offset)

@@ -59,6 +59,15 @@ class EndGate:
                     return
         action(*args)
 
+    def held(self, partition: int, offsets: list[int]) -> list[int]:
+        """Those of `offsets` whose START is not acknowledged (for a writer that tries again later, without parking).
+        Reads the spans without the lock: a span is published before its messages are handed over, and removed
+        only after the markers parked on it have run."""
+        spans = self._spans.get(partition)
+        if not spans:
+            return []
+        return [offset for offset in offsets if _covers(spans, offset)]
+
     def acked(self, partition: int, span: Span) -> None:
         """The span's START is acknowledged: it closes no more, nor do the failed spans it was read again over."""
         with self._lock:
@@ -120,4 +129,7 @@ class EndGate:
 
 
 def _covers(spans: Collection[Span], offset: int) -> bool:
-    return any(span.lo <= offset <= span.hi for span in spans)
+    for span in spans:  # noqa: SIM110  # a loop, not any(): this runs per marker while a START is in flight
+        if span.lo <= offset <= span.hi:
+            return True
+    return False

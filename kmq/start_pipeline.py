@@ -44,7 +44,8 @@ class _Batch:
 
     def __init__(self, offsets: Offsets) -> None:
         self.offsets = offsets
-        self.next_offsets = {partition: max(received) + 1 for partition, received in offsets.items()}
+        # A partition's offsets come in the order consumed, ascending: the last is the highest.
+        self.next_offsets = {partition: received[-1] + 1 for partition, received in offsets.items()}
         self.left: dict[int, int] = {}
         self.spans: dict[int, Span] = {}
         self.open = len(offsets)  # partitions with a START not reported yet
@@ -86,7 +87,7 @@ class StartPipeline:
             for partition, partition_records in records.items():
                 batch.left[partition] = len(partition_records)
                 received = offsets[partition]
-                batch.spans[partition] = self.gate.open(partition, min(received), max(received))
+                batch.spans[partition] = self.gate.open(partition, received[0], received[-1])
             self._pending.append(batch)
         try:
             for partition, partition_records in records.items():
