@@ -29,8 +29,7 @@ def test_a_rebalance_storm_loses_nothing_and_redelivers_nothing(
     kafka: KafkaCluster, make_config: MakeConfig, tmp_path: Path
 ) -> None:
     # Long enough that only a message left without its END would be redelivered: no worker is killed here.
-    config = make_config(partitions=4, msg_timeout_ms=60_000)
-    assert config.pipelined
+    config = make_config(partitions=4, msg_timeout_ms=60_000, pipelined=True)
     senders: list[Sender] = []
     changes: list[str] = []
     with running_flow(kafka, config, tmp_path, trackers=1, workers=2, drop_rate=0.0) as flow:

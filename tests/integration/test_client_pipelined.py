@@ -130,7 +130,7 @@ class CommitWatch:
 
 @pytest.mark.parametrize("marker_format", FORMATS)
 def test_no_end_reaches_the_markers_topic_before_its_start(make_config: MakeConfig, marker_format: str) -> None:
-    config = make_config(marker_format=marker_format, end_flush_ms=20)
+    config = make_config(marker_format=marker_format, end_flush_ms=20, pipelined=True)
     send(config, 120)
     received: list[Message] = []
     with KmqClient(config) as client:
@@ -154,7 +154,7 @@ def test_no_end_reaches_the_markers_topic_before_its_start(make_config: MakeConf
 def test_offsets_are_committed_only_once_every_start_below_them_is_acknowledged(
     make_config: MakeConfig, marker_format: str
 ) -> None:
-    config = make_config(marker_format=marker_format)
+    config = make_config(marker_format=marker_format, pipelined=True)
     send(config, 120)
     with KmqClient(config) as client:
         slow = slow_starts(client)
@@ -200,7 +200,7 @@ def uncovered_commits(config: KmqConfig) -> list[tuple[int, int]]:
 def test_a_start_failing_for_good_mid_stream_rewinds_and_loses_nothing(
     make_config: MakeConfig, marker_format: str
 ) -> None:
-    config = make_config(marker_format=marker_format)
+    config = make_config(marker_format=marker_format, pipelined=True)
     count = 400
     send(config, count)
     values: set[bytes] = set()
