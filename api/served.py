@@ -74,7 +74,7 @@ class ServedQueue:
                 receiver = await self._joined()
                 try:
                     batch = await anyio.to_thread.run_sync(
-                        receiver.receive, max_messages, min(remaining_s, RECEIVE_SLICE_S), visibility_timeout_ms
+                        _receive, receiver, max_messages, min(remaining_s, RECEIVE_SLICE_S), visibility_timeout_ms
                     )
                 except KafkaUnavailableError as e:
                     self.unavailable, self._receiver = str(e), None
@@ -118,6 +118,17 @@ class ServedQueue:
         if self._receiver is None:
             self._receiver = await anyio.to_thread.run_sync(lambda: KmqClient(self.config, check=False))
         return self._receiver
+
+
+def _receive(
+    receiver: KmqClient, max_messages: int, timeout_s: float, visibility_timeout_ms: int | None
+) -> list[Message]:
+    """A batch whose STARTs are acknowledged: a receipt may be settled on any replica, whose END no START of this
+    client's pipeline could hold back (PROTOCOL.md, "No END before its START"). The commit stays asynchronous."""
+    batch = receiver.receive(max_messages, timeout_s, visibility_timeout_ms)
+    if batch:
+        receiver.wait_started()
+    return batch
 
 
 def _close(receiver: KmqClient, name: str, timeout_s: float = 10.0) -> None:

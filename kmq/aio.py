@@ -44,7 +44,9 @@ class AsyncKmqClient:
     async def receive(
         self, max_messages: int = 500, timeout_s: float = 1.0, msg_timeout_ms: int | None = None
     ) -> list[Message]:
-        """One batch (`KmqClient.receive`): STARTs durable, offsets committed, then the messages."""
+        """One batch (`KmqClient.receive`): pipelined by default (STARTs queued, offsets committed once they are
+        acknowledged; a START failure raises here one receive later), else STARTs durable and offsets committed
+        first."""
         return await self._run(self._receiver, self.client.receive, max_messages, timeout_s, msg_timeout_ms)
 
     async def processed(self, msg: Target) -> None:
@@ -70,6 +72,10 @@ class AsyncKmqClient:
     @property
     def failed_markers(self) -> int:
         return self.client.failed_markers
+
+    @property
+    def failed_commits(self) -> int:
+        return self.client.failed_commits
 
     async def close(self, timeout_s: float = 30.0) -> None:
         """Flush markers, leave the group, stop the threads. Idempotent."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -31,6 +31,7 @@ from kmq.marker_writer import MarkerWriter, StartWriter, first_of
 from kmq.markers import MarkerKey
 from kmq.message import Message, Offsets, from_records, offsets_by_partition
 from kmq.retention import RetentionLimit
+from kmq.start_pipeline import StartPipeline
 
 _log = logging.getLogger(__name__)
 Target = Message | MarkerKey
@@ -48,25 +49,37 @@ class KmqClient:
         self.config = config
         self._marker_timeout_s = marker_timeout_s
         isolation = {"isolation_level": "read_committed"}
-        self._consumer = Consumer(consumer_settings(config, config.group_id, **isolation))
-        self._consumer.subscribe([config.queue_topic])
+        settings = consumer_settings(config, config.group_id, **isolation)
+        pipelined = config.pipelined and not config.transactional
+        self._consumer = Consumer({**settings, "on_commit": self._on_commit} if pipelined else settings)
         self._ends: EndBatcher | None = None
+        self._pipeline: StartPipeline | None = None
         try:
             self._markers = MarkerWriter(config)
+            if pipelined:
+                self._pipeline = StartPipeline(config, self._consumer)
             if config.marker_format == "batch":
-                self._ends = EndBatcher(self._markers.batch_end, config.end_flush_ms)
+                hold = None if self._pipeline is None else self._pipeline.gate.held
+                self._ends = EndBatcher(self._markers.batch_end, config.end_flush_ms, hold=hold)
             self._transactions = TransactionalStarts(config, self._consumer) if config.transactional else None
         except BaseException:
             # Nothing half-made stays behind (a caller such as the REST facade tries again and again).
             if self._ends is not None:
                 self._ends.close()
+            if self._pipeline is not None:
+                self._pipeline.close(0)
             self._consumer.close()
             if "_markers" in self.__dict__:  # (it holds a bound method of its own: only the cyclic GC would free it)
                 self._markers.producer.close()
             raise
+        if self._pipeline is None:
+            self._consumer.subscribe([config.queue_topic])
+        else:
+            self._consumer.subscribe([config.queue_topic], on_revoke=self._on_revoke)
+        self._gate = None if self._pipeline is None else self._pipeline.gate
         self._end_at = self._markers.end_at if self._ends is None else self._ends.add
         self._ack = None if self._ends is None else self._ends.add_ack
-        self._starts = StartWriter(config) if self._transactions is None else None
+        self._starts = StartWriter(config) if self._transactions is None and self._pipeline is None else None
         self._retention = RetentionLimit(config)
         self._liveness = KafkaLiveness(self._consumer, config, config.queue_topic, f"the consumer of {config.group_id}")
         self._lock = threading.Lock()
@@ -77,11 +90,16 @@ class KmqClient:
     def receive(
         self, max_messages: int = 500, timeout_s: float = 1.0, msg_timeout_ms: int | None = None
     ) -> list[Message]:
-        """One batch: START markers durable, then offsets committed, then the messages (empty on timeout).
+        """One batch (empty on timeout). Pipelined (the default): the STARTs are queued and the messages returned at
+        once; the offsets are committed asynchronously once the STARTs are acknowledged, and a START that failed
+        raises `MarkerWriteError` here, one `receive()` later. Otherwise: STARTs durable, then offsets committed,
+        then the messages.
 
         `msg_timeout_ms` overrides the configured time the application has before a redelivery.
         """
         self._check_open()
+        if self._pipeline is not None:
+            self._check_pipeline(self._pipeline)
         self._retention.check(
             self.config.msg_timeout_ms if msg_timeout_ms is None else msg_timeout_ms, "msg_timeout_ms"
         )
@@ -96,6 +114,10 @@ class KmqClient:
         deadline_ms = time.time_ns() // 1_000_000 + timeout_ms
         messages = from_records(records, self.config.queue_topic, deadline_ms)
         offsets = offsets_by_partition(messages)
+        if self._pipeline is not None:
+            # 2. STARTs queued; 3. committed by the pipeline once they are acknowledged (PROTOCOL.md's four rules).
+            self._send_starts(self._pipeline, offsets, timeout_ms)
+            return messages  # 4.
         commit = _next_offsets(self.config.queue_topic, offsets)
         if self._transactions is not None:
             # 2+3. STARTs and the offset commit in one transaction.
@@ -106,6 +128,23 @@ class KmqClient:
         # 4. Hand the messages to the application.
         return messages
 
+    def wait_started(self, timeout_s: float | None = None) -> None:
+        """Wait until the STARTs of every batch handed over are acknowledged (pipelined; at once otherwise). Raises
+        `MarkerWriteError` when one failed (the batch rewound) or when they are not acknowledged within `timeout_s`
+        (default: the client's marker timeout).
+
+        For a caller whose acknowledgements do not go through this client, which therefore cannot hold them back
+        until the START is acknowledged: the REST facade, whose receipts may be settled on any replica."""
+        pipeline = self._pipeline
+        if pipeline is None:
+            return
+        timeout_s = self._marker_timeout_s if timeout_s is None else timeout_s
+        settled = pipeline.drain(timeout_s)
+        self._check_pipeline(pipeline)
+        in_flight = pipeline.first_in_flight()
+        if not settled and in_flight is not None:
+            raise MarkerWriteError(self.config.markers_topic, *in_flight, f"not acknowledged within {timeout_s}s")
+
     def processed(self, msg: Target) -> None:
         """5. The message is done: write END without waiting (a lost END only costs a redelivery).
 
@@ -113,8 +152,12 @@ class KmqClient:
         if self._closed:
             self._check_open()
         # Once per message: no MarkerKey built, one call into the writer (or a deque's append, for the batcher).
+        # Pipelined, the END follows its START: the batcher holds a BATCH END's acks back (never this path), the gate
+        # a kmq END (at once when the START is acknowledged).
         if self._ack is not None:
             self._ack((msg.partition, msg.offset))
+        elif self._gate is not None:
+            self._gate.run(msg.partition, msg.offset, self._end_at, msg.partition, msg.offset)
         else:
             self._end_at(msg.partition, msg.offset)
 
@@ -123,6 +166,9 @@ class KmqClient:
         self._check_open()
         if self._ends is not None:
             self._ends.add_many((msg.partition, msg.offset) for msg in messages)
+        elif self._gate is not None:
+            for msg in messages:
+                self._gate.run(msg.partition, msg.offset, self._end_at, msg.partition, msg.offset)
         else:
             for msg in messages:
                 self._end_at(msg.partition, msg.offset)
@@ -135,7 +181,7 @@ class KmqClient:
         if self.config.redelivery_tracker == "jvm" and delay_ms > self.config.msg_timeout_ms:
             self._warn_long_nack(delay_ms)
         self._retention.check(delay_ms, "nack delay_ms")
-        self._markers.start(_key(msg), max(0, delay_ms))
+        self._marker(self._markers.start, _key(msg), max(0, delay_ms))
 
     def extend(self, msg: Target, timeout_ms: int) -> None:
         """Give the application `timeout_ms` more, counted from the new marker's timestamp."""
@@ -148,7 +194,7 @@ class KmqClient:
                 " first START's deadline whatever comes after; raise msg_timeout_ms instead"
             )
         self._retention.check(timeout_ms, "extend timeout_ms")
-        self._markers.start(_key(msg), timeout_ms)
+        self._marker(self._markers.start, _key(msg), timeout_ms)
 
     def reject(self, msg: Message, reason: str) -> None:
         """Write the message to the dead-letter topic (waiting for it), then END: it is never redelivered."""
@@ -160,11 +206,13 @@ class KmqClient:
             producer, self.config.dead_letter_topic, msg.value, msg.key, dead_headers, on_delivery=group.callback(0)
         )
         group.wait(producer, self._marker_timeout_s)
-        self._markers.end(msg.marker_key)
+        self._marker(self._markers.end, msg.marker_key)
 
     def flush(self, timeout_s: float = 30.0) -> None:
         """Write the acknowledgements gathered so far, and wait until every marker written is acknowledged (or the
-        timeout passes)."""
+        timeout passes). Pipelined: first wait for the STARTs in flight and commit what they allow, synchronously."""
+        if self._pipeline is not None:
+            self._settle_starts(self._pipeline, timeout_s)
         if self._ends is not None:
             self._ends.flush()
         remaining = self._markers.flush(timeout_s)
@@ -181,6 +229,11 @@ class KmqClient:
         return self._transactions.fatal_error if self._transactions is not None else None
 
     @property
+    def failed_commits(self) -> int:
+        """Asynchronous offset commits that failed (pipelined): each may cause re-reads, never a loss."""
+        return self._pipeline.failed_commits if self._pipeline is not None else 0
+
+    @property
     def failed_markers(self) -> int:
         """END/nack/extend markers the broker did not acknowledge (each may cause a redelivery)."""
         return self._markers.failed_markers
@@ -191,11 +244,17 @@ class KmqClient:
             return
         self._closed = True
         try:
+            if self._pipeline is not None:  # its held-back ENDs reach the batcher before it closes
+                self._settle_starts(self._pipeline, timeout_s)
             if self._ends is not None:
                 self._ends.close()
             self.flush(timeout_s)
         finally:
-            self._consumer.close()
+            try:
+                if self._pipeline is not None:
+                    self._pipeline.close(timeout_s)
+            finally:
+                self._consumer.close()
 
     def __enter__(self) -> KmqClient:
         return self
@@ -227,6 +286,57 @@ class KmqClient:
         except DeliveryError as e:
             self._rewind(offsets)
             raise MarkerWriteError(self.config.markers_topic, *first_of(offsets), str(e)) from e
+
+    def _check_pipeline(self, pipeline: StartPipeline) -> None:
+        """Rule 3: a batch whose START failed for good is delivered again, with every batch after it."""
+        if pipeline.crashed is not None:
+            raise MarkerWriteError(
+                self.config.markers_topic, -1, -1, f"the START report thread died: {pipeline.crashed!r}"
+            )
+        failure = pipeline.take_failure()
+        if failure is not None:
+            error, offsets = failure
+            self._rewind(offsets)
+            raise MarkerWriteError(self.config.markers_topic, *first_of(offsets), str(error)) from error
+
+    def _send_starts(self, pipeline: StartPipeline, offsets: Offsets, timeout_ms: int) -> None:
+        try:
+            pipeline.send(offsets, timeout_ms)
+        except DeliveryError as e:
+            self._rewind(offsets)
+            raise MarkerWriteError(self.config.markers_topic, *first_of(offsets), str(e)) from e
+
+    def _settle_starts(self, pipeline: StartPipeline, timeout_s: float) -> None:
+        """Rule 4: wait, bounded, for the STARTs in flight; commit what they allow, synchronously."""
+        if not pipeline.drain(timeout_s):
+            _log.warning(
+                "STARTs of %s still in flight after %.1fs: their offsets stay uncommitted",
+                self.config.queue_topic,
+                timeout_s,
+            )
+        pipeline.commit_now()
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """The group takes partitions away (rebalance, close): rule 4 before the next owner reads them."""
+        assert self._pipeline is not None
+        revoked = {tp.partition for tp in partitions if tp.topic == self.config.queue_topic}
+        if not self._pipeline.drain(self._marker_timeout_s):
+            _log.warning(
+                "STARTs of %s still in flight at revocation: read again by the next owner", self.config.queue_topic
+            )
+        self._pipeline.commit_now(revoked)
+        self._pipeline.forget(revoked)
+
+    def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        if self._pipeline is not None:
+            self._pipeline.on_commit(error, partitions)
+
+    def _marker(self, write: Callable[..., None], key: MarkerKey, *args: object) -> None:
+        """A marker of one message: after its START (pipelined)."""
+        if self._gate is not None:
+            self._gate.run(key.partition, key.offset, write, key, *args)
+        else:
+            write(key, *args)
 
     def _commit(self, offsets: Offsets, commit: list[TopicPartition]) -> None:
         try:

@@ -44,6 +44,11 @@ class KmqConfig(FrozenConfig):
         " declared unavailable (receive raises, /healthz fails)",
     )
     transactional: bool = Field(False, description="write START markers and commit offsets in one transaction")
+    pipelined: bool = Field(
+        False,
+        description="hand a batch over without waiting for its STARTs, and commit its offsets asynchronously once they"
+        " are acknowledged (false: wait for the STARTs and the commit in receive()); not in transactional mode",
+    )
     marker_format: Literal["kmq", "batch"] = Field(
         "batch",
         description="`kmq`: two markers per message (JVM kmq compatible); `batch`: per batch (this project's tracker)",

@@ -1,8 +1,9 @@
 """Gathering `processed()` acknowledgements into BATCH END markers (PROTOCOL.md, "Batch markers", who writes what).
 
-No acknowledgement waits longer than `end_flush_ms` after `processed()` returns, whatever the application does next:
-a background thread writes what was gathered every half of that time (the other half absorbs scheduling delays on a
-busy machine), and `flush()` writes everything at once.
+No acknowledgement waits longer than `end_flush_ms` after `processed()` returns (with pipelined STARTs: after its
+START is acknowledged too, whichever comes later), whatever the application does next: a background thread writes
+what was gathered every half of that time (the other half absorbs scheduling delays on a busy machine), and `flush()`
+writes everything at once.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from kmq.batch_markers import Run, runs_of, split_runs
 
 _log = logging.getLogger(__name__)
 WriteEnd = Callable[[int, tuple[Run, ...]], None]  # (queue partition, runs) -> produce one BATCH END
+Hold = Callable[[int, list[int]], list[int]]  # (queue partition, offsets) -> those whose START is not acknowledged
 
 
 class EndBatcher:
@@ -25,8 +27,11 @@ class EndBatcher:
     thread, waking every `end_flush_ms / 2`, drains what is there and writes it. `flush()` drains and writes at once.
     """
 
-    def __init__(self, write: WriteEnd, end_flush_ms: int, name: str = "kmq-batch-ends") -> None:
+    def __init__(
+        self, write: WriteEnd, end_flush_ms: int, name: str = "kmq-batch-ends", hold: Hold | None = None
+    ) -> None:
         self._write = write
+        self._hold = hold  # pipelined STARTs: acks of a START not acknowledged yet wait for a later round
         self._interval_s = end_flush_ms / 2000
         self._acks: deque[tuple[int, int]] = deque()
         self.add_ack = self._acks.append  # (partition, offset): the bound method, for the per-message path
@@ -76,5 +81,13 @@ class EndBatcher:
 
     def _write_round(self, taken: dict[int, list[int]]) -> None:
         for partition, offsets in taken.items():
+            if self._hold is not None:
+                held = self._hold(partition, offsets)
+                if held:  # back in the queue, behind what came meanwhile (the order of acks does not matter)
+                    self._acks.extend((partition, offset) for offset in held)
+                    waiting = set(held)
+                    offsets = [offset for offset in offsets if offset not in waiting]
+                    if not offsets:
+                        continue
             for runs in split_runs(runs_of(offsets)):
                 self._write(partition, runs)

@@ -19,6 +19,7 @@ TIMEOUT_MS = 30 * 60_000
 # Our names for python -m tracker.bench's figures: (its name, factor).
 _TRACKER_FIGURES = {
     "markers_per_s": ("ingest_markers_per_s", 1),
+    "offsets_per_s": ("ingest_offsets_per_s", 1),  # queue offsets the markers read carry (the tracker's rate)
     "rss_bytes": ("tracker_rss_mb", 2**20),
     "lateness_ms_p50": ("lateness_p50_ms", 1),
     "lateness_ms_p95": ("lateness_p95_ms", 1),

@@ -10,10 +10,20 @@ from kmq.errors import ConfigError
 PLAIN, KMQ, KMQ_BATCH, SHARE, TRACKER, HTTP = "plain", "kmq", "kmq-batch", "share", "tracker", "http"
 WORKER = "worker"
 CONTENDERS = (PLAIN, KMQ, KMQ_BATCH, SHARE, TRACKER, HTTP, WORKER)
-# SoftwareMill's JVM KmqClient (tests/interop, via kmq.jvm): only when named, as it needs Java and Maven.
+# Only when named: SoftwareMill's JVM KmqClient (tests/interop, via kmq.jvm), as it needs Java and Maven; and a
+# second reference, the plain consumer committing asynchronously.
 JVM_KMQ = "jvm-kmq"
-ALL_CONTENDERS = (*CONTENDERS, JVM_KMQ)
-CONSUMERS = (PLAIN, KMQ, KMQ_BATCH, SHARE, WORKER, JVM_KMQ)  # measured by a worker process on a preloaded queue
+PLAIN_ASYNC = "plain-async"
+ALL_CONTENDERS = (*CONTENDERS, PLAIN_ASYNC, JVM_KMQ)
+CONSUMERS = (
+    PLAIN,
+    PLAIN_ASYNC,
+    KMQ,
+    KMQ_BATCH,
+    SHARE,
+    WORKER,
+    JVM_KMQ,
+)  # measured by a worker process on a preloaded queue
 # The contenders whose queue has markers (a tracker runs beside them), and the marker format of their client: the
 # JVM client writes kmq's; the worker runtime is compared with the bare kmq client, so it writes the same.
 KMQ_CLIENTS = {KMQ: "kmq", KMQ_BATCH: "batch", WORKER: "kmq", JVM_KMQ: "kmq"}

@@ -1,4 +1,5 @@
-"""The ceiling: a plain confluent-kafka consumer in a group, consuming in batches with one commit per batch."""
+"""The ceiling: a plain confluent-kafka consumer in a group, consuming in batches with one commit per batch (waited
+for; `plain-async`: sent without waiting)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,13 @@ class PlainContender:
     """The consumer settings of `KmqClient` (read_committed, manual commits) but for the offset store: commit()
     commits what the batch consumed, as in any plain consumer. No markers, no tracker.
 
-    Overhead of a batch: the synchronous offset commit.
+    Overhead of a batch: the offset commit (`asynchronous`: its sending only).
     """
 
-    def __init__(self, config: KmqConfig, batch: int) -> None:
+    def __init__(self, config: KmqConfig, batch: int, asynchronous: bool = False) -> None:
         self._topic = config.queue_topic
         self._batch = batch
+        self._asynchronous = asynchronous
         self._consumer = Consumer(
             consumer_settings(config, config.group_id, isolation_level="read_committed", enable_auto_offset_store=True)
         )
@@ -51,9 +53,14 @@ class PlainContender:
                 clock.check_stall(stall_s)
                 continue
             began = time.perf_counter()
-            self._consumer.commit(asynchronous=False)
+            if self._asynchronous:
+                self._consumer.commit(asynchronous=True)
+            else:
+                self._consumer.commit(asynchronous=False)
             if clock.batch(received, time.perf_counter() - began, arrived):
                 progress(clock.received)
+        if self._asynchronous:  # the window ends with every commit done, as the synchronous one's does
+            self._consumer.commit(asynchronous=False)
         return clock.figures()
 
     def close(self) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kmq.bench.options import HTTP, JVM_KMQ, KMQ, KMQ_BATCH, PLAIN, SHARE, TRACKER, WORKER
+from kmq.bench.options import HTTP, JVM_KMQ, KMQ, KMQ_BATCH, PLAIN, PLAIN_ASYNC, SHARE, TRACKER, WORKER
 from kmq.bench.stats import median
 
 
@@ -37,14 +37,15 @@ _CONSUMER = Shape(
 )
 SHAPES = {
     PLAIN: _CONSUMER,
+    PLAIN_ASYNC: _CONSUMER,
     KMQ: _CONSUMER,
     KMQ_BATCH: _CONSUMER,
     SHARE: _CONSUMER,
     WORKER: _CONSUMER,
     JVM_KMQ: _CONSUMER,
     TRACKER: Shape(
-        "markers_per_s",
-        "markers/s",
+        "offsets_per_s",
+        "offsets/s",
         "redelivery lateness",
         ("lateness_ms_p50", "lateness_ms_p95", "lateness_ms_p99"),
         "rss_bytes",

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from kmq.bench.kmq_client import KmqContender
 from kmq.bench.measure import BatchClock
-from kmq.bench.options import KMQ, KMQ_BATCH, PLAIN, SHARE, WORKER
+from kmq.bench.options import KMQ, KMQ_BATCH, PLAIN, PLAIN_ASYNC, SHARE, WORKER
 from kmq.bench.plain import PlainContender
 from kmq.bench.protocol import ERROR, GO, PROGRESS, READY, RESULT
 from kmq.bench.share import ShareContender
@@ -39,8 +39,8 @@ class Contender(Protocol):
 
 
 def make_contender(name: str, config: KmqConfig, batch: int, partitions: int) -> Contender:
-    if name == PLAIN:
-        return PlainContender(config, batch)
+    if name in (PLAIN, PLAIN_ASYNC):
+        return PlainContender(config, batch, asynchronous=name == PLAIN_ASYNC)
     if name in (KMQ, KMQ_BATCH):  # the marker format comes with the config (KMQ_MARKER_FORMAT)
         return KmqContender(config, batch)
     if name == SHARE:
@@ -102,7 +102,7 @@ def _say(line: str) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m kmq.bench.worker", description=__doc__)
-    parser.add_argument("contender", choices=(PLAIN, KMQ, KMQ_BATCH, SHARE, WORKER))
+    parser.add_argument("contender", choices=(PLAIN, PLAIN_ASYNC, KMQ, KMQ_BATCH, SHARE, WORKER))
     parser.add_argument("--messages", type=int, required=True, help="messages the parent preloads")
     parser.add_argument("--batch", type=int, required=True, help="messages per receive")
     parser.add_argument("--partitions", type=int, required=True)

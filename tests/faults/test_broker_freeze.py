@@ -45,11 +45,14 @@ def first_result_after(config: KmqConfig, results: str, since_ms: int, timeout_s
         consumer.close()
 
 
-def test_a_broker_frozen_for_10s_loses_nothing(kafka: KafkaCluster, make_config: MakeConfig, tmp_path: Path) -> None:
+@pytest.mark.parametrize("pipelined", [False, True], ids=["synchronous", "pipelined"])
+def test_a_broker_frozen_for_10s_loses_nothing(
+    kafka: KafkaCluster, make_config: MakeConfig, tmp_path: Path, pipelined: bool
+) -> None:
     pid = getattr(kafka, "pid", None)
     if pid is None:
         pytest.skip("the broker is not a child process of the tests (KMQ_BOOTSTRAP_SERVERS): it cannot be frozen")
-    config = make_config(partitions=4, msg_timeout_ms=2_000, max_redeliveries=100)
+    config = make_config(partitions=4, msg_timeout_ms=2_000, max_redeliveries=100, pipelined=pipelined)
     with running_flow(kafka, config, tmp_path) as flow:
         sender = Sender(config, SENT_BEFORE).start()
         progress = accounted(flow)

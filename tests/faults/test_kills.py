@@ -29,10 +29,11 @@ MIN_KILLS = 6
 TRACKER_IN_FLIGHT = 500  # the tracker's default max_in_flight: what one killed replica may have copied unENDed
 
 
+@pytest.mark.parametrize("pipelined", [False, True], ids=["synchronous", "pipelined"])
 def test_sigkills_of_workers_and_trackers_lose_nothing(
-    kafka: KafkaCluster, make_config: MakeConfig, tmp_path: Path
+    kafka: KafkaCluster, make_config: MakeConfig, tmp_path: Path, pipelined: bool
 ) -> None:
-    config = make_config(partitions=4, msg_timeout_ms=2_000, max_redeliveries=100)
+    config = make_config(partitions=4, msg_timeout_ms=2_000, max_redeliveries=100, pipelined=pipelined)
     chance = random.Random(15)
     killed: list[str] = []
     with running_flow(kafka, config, tmp_path) as flow:

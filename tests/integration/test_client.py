@@ -50,6 +50,29 @@ def receive_all(client: KmqClient, count: int, msg_timeout_ms: int | None = None
     raise AssertionError(f"received {len(received)} of {count} messages")
 
 
+def receive_until_error(client: KmqClient, count: int) -> list[Message]:
+    """Receive until `receive()` raises (MarkerWriteError): at once in the synchronous order, one `receive()` after
+    the failed batch with pipelined STARTs. The messages handed over before it are returned, as the exception's
+    `received`."""
+    received: list[Message] = []
+    for _ in range(200):
+        try:
+            received += client.receive(max_messages=count, timeout_s=0.2)
+        except MarkerWriteError as e:
+            e.received = received  # type: ignore[attr-defined]  # for the test to inspect
+            raise
+    raise AssertionError(f"no receive() failed; {len(received)} messages received")
+
+
+def spy_commits(client: KmqClient, config: KmqConfig) -> SpyConsumer:
+    """Every offset commit of the client, the synchronous one in `receive()` or a pipeline's, goes through the spy."""
+    spy = SpyConsumer(client._consumer, config)
+    client._consumer = spy  # type: ignore[assignment]  # duck-typed
+    if client._pipeline is not None:
+        client._pipeline._consumer = spy  # type: ignore[assignment]
+    return spy
+
+
 def markers(config: KmqConfig, partitions: int = 4) -> list[Record]:
     return read_topic(config, config.markers_topic, partitions)
 
@@ -73,14 +96,15 @@ class SpyConsumer:
         return getattr(self._consumer, name)
 
 
-def test_start_markers_are_durable_before_the_commit_and_before_receive_returns(make_config: MakeConfig) -> None:
-    config = make_config(msg_timeout_ms=4321)
+@pytest.mark.parametrize("pipelined", [True, False], ids=["pipelined", "synchronous"])
+def test_start_markers_are_durable_before_the_commit(make_config: MakeConfig, pipelined: bool) -> None:
+    config = make_config(msg_timeout_ms=4321, pipelined=pipelined)
     send(config, 20)
     with KmqClient(config) as client:
-        spy = SpyConsumer(client._consumer, config)
-        client._consumer = spy
+        spy = spy_commits(client, config)
         received = receive_all(client, 20)
-        assert all(at_commit for at_commit in spy.markers_at_commit)
+        client.flush()  # (pipelined: waits for the STARTs in flight, then commits what they allow)
+        assert spy.markers_at_commit and all(at_commit for at_commit in spy.markers_at_commit)
         expected = {(m.partition, MarkerKey(m.partition, m.offset).encode()) for m in received}
         for at_commit in spy.markers_at_commit:
             assert {r.value for r in at_commit} == {StartMarker(4321).encode()}
@@ -113,11 +137,13 @@ def test_a_failed_marker_write_commits_nothing_and_raises(cluster: Any) -> None:
     client = KmqClient(config, check=False, marker_timeout_s=10)
     try:
         with pytest.raises(MarkerWriteError, match=config.markers_topic):
-            receive_all(client, 5)
+            receive_until_error(client, 5)
         assert committed_offsets(config, 2)[1] < 0
         # The batch was rewound: it is delivered again, not skipped.
-        with pytest.raises(MarkerWriteError):
-            receive_all(client, 5)
+        with pytest.raises(MarkerWriteError) as again:
+            receive_until_error(client, 5)
+        assert (again.value.partition, again.value.offset) == (1, 0)  # the same batch, from its first offset
+        assert committed_offsets(config, 2)[1] < 0
     finally:
         client.close()
 

@@ -125,7 +125,7 @@ class PartitionErrors:
 
 
 def test_a_per_partition_commit_error_is_a_failed_commit_and_the_batch_comes_again(make_config: MakeConfig) -> None:
-    config = make_config(partitions=1)
+    config = make_config(partitions=1, pipelined=False)  # the commit waited for in receive()
     send(config, COUNT)
     with KmqClient(config, marker_timeout_s=10) as client:
         client._consumer = PartitionErrors(client._consumer)  # type: ignore[assignment]  # duck-typed
@@ -133,3 +133,34 @@ def test_a_per_partition_commit_error_is_a_failed_commit_and_the_batch_comes_aga
             client.receive(max_messages=COUNT, timeout_s=5)
         received = receive_all(client, COUNT)
     assert offsets_of(received) == [(0, offset) for offset in range(COUNT)]
+
+
+class CommitsRefused:
+    """Delegates to the real consumer; every commit is refused before it goes out."""
+
+    def __init__(self, real: Any) -> None:
+        self._real, self.refused = real, 0
+
+    def commit(self, *args: Any, **kwargs: Any) -> Any:
+        self.refused += 1
+        raise KafkaException(KafkaError(KafkaError.REBALANCE_IN_PROGRESS, "Broker: Group rebalance in progress"))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def test_a_pipelined_commit_that_fails_is_counted_and_its_batches_come_again(make_config: MakeConfig) -> None:
+    config = make_config(partitions=1, pipelined=True)
+    send(config, COUNT)
+    with KmqClient(config, marker_timeout_s=10) as client:
+        assert client._pipeline is not None
+        refusing = CommitsRefused(client._pipeline._consumer)
+        client._pipeline._consumer = refusing  # type: ignore[assignment]  # duck-typed
+        first = receive_all(client, COUNT)  # handed over: a failed commit is never raised, only counted
+        client.flush()  # waits for the STARTs, then commits synchronously: refused too
+        assert refusing.refused >= 1 and client.failed_commits >= 1
+        client._pipeline._consumer = refusing._real  # type: ignore[assignment]  # (close() commits nothing new)
+        client._pipeline.forget([0])
+    assert committed_offsets(config, 1)[0] < 0
+    with KmqClient(config) as again:  # the next owner reads them again: duplicates, never a loss
+        assert offsets_of(receive_all(again, COUNT)) == offsets_of(first)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from kmq.bench.options import HTTP, KMQ, PLAIN, SHARE, TRACKER
+from kmq.bench.options import HTTP, KMQ, KMQ_BATCH, PLAIN, SHARE, TRACKER
 from kmq.bench.results import Run, figure, headline, ratio, rows
 from kmq.bench.stats import median, percentile, percentiles
 from kmq.bench.targets import targets
@@ -81,16 +81,20 @@ def test_rows_hold_medians_and_notes_of_skipped_contenders() -> None:
 def test_targets_are_met_missed_or_not_measured() -> None:
     runs = [
         consumer_run(PLAIN, 0, 1000),
-        consumer_run(KMQ, 0, 950, p95_ms=12.0),
-        Run(TRACKER, 0, {"markers_per_s": 150_000, "rss_bytes": 90_000_000, "lateness_ms_p99": 300.0}),
+        consumer_run(KMQ, 0, 450),
+        consumer_run(KMQ_BATCH, 0, 950, p95_ms=12.0),
+        Run(TRACKER, 0, {"offsets_per_s": 150_000, "rss_bytes": 90_000_000, "lateness_ms_p99": 300.0}),
     ]
-    table = rows(runs, [PLAIN, KMQ, TRACKER, HTTP], {})
+    runs[0].figures["cpu_us_per_msg"], runs[2].figures["cpu_us_per_msg"] = 2.0, 2.8
+    table = rows(runs, [PLAIN, KMQ, KMQ_BATCH, TRACKER, HTTP], {})
     status = {t.name: t.status for t in targets(runs, table, 1_000_000)}
 
-    assert status["kmq ÷ plain throughput"] == "met"
-    assert status["kmq p95 batch overhead"] == "missed"
-    assert status["kmq ÷ share-group throughput"] == "not measured"
-    assert status["tracker markers ingested"] == "met"
+    assert status["kmq-batch ÷ plain throughput"] == "met"
+    assert status["kmq ÷ plain throughput"] == "missed"
+    assert status["kmq-batch ÷ plain CPU per message"] == "missed"  # 1.4 x
+    assert status["kmq-batch p50 batch overhead"] == "met"
+    assert status["kmq-batch ÷ share-group throughput"] == "not measured"
+    assert status["tracker queue offsets ingested"] == "met"
     assert status["tracker RSS, 1,000,000 pending"] == "met"
     assert status["tracker redelivery lateness p99"] == "missed"
     assert status["http receive+ack"] == "not measured"
