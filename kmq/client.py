@@ -100,6 +100,7 @@ class KmqClient:
         self._check_open()
         if self._pipeline is not None:
             self._check_pipeline(self._pipeline)
+            self._pipeline.send_commit()
         self._retention.check(
             self.config.msg_timeout_ms if msg_timeout_ms is None else msg_timeout_ms, "msg_timeout_ms"
         )
