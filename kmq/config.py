@@ -45,7 +45,7 @@ class KmqConfig(FrozenConfig):
     )
     transactional: bool = Field(False, description="write START markers and commit offsets in one transaction")
     pipelined: bool = Field(
-        False,
+        True,
         description="hand a batch over without waiting for its STARTs, and commit its offsets asynchronously once they"
         " are acknowledged (false: wait for the STARTs and the commit in receive()); not in transactional mode",
     )

@@ -27,8 +27,7 @@ def fresh_queue(cluster: KafkaCluster, contender: str, partitions: int) -> KmqCo
     name = f"kmq-bench-{contender}-{uuid.uuid4().hex[:8]}"
     config = cluster.config(name, consumer_kafka_config=CONSUMER_TUNING)
     if contender in KMQ_CLIENTS:
-        # Pipelined STARTs (issue 24): what the bench measures of the client, while it is not yet the default.
-        config = config.with_overrides(marker_format=KMQ_CLIENTS[contender], pipelined=True)
+        config = config.with_overrides(marker_format=KMQ_CLIENTS[contender])
         cluster.ensure_topics(config, partitions)  # queue, markers, dead letters
     else:
         cluster.create_topics({config.queue_topic: partitions})

@@ -85,12 +85,12 @@ def test_from_env_reads_kmq_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     assert config.transactional and config.kafka_config == {"linger.ms": 7}
 
 
-def test_starts_are_pipelined_when_kmq_pipelined_is_true(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert not KmqConfig(bootstrap_servers="k", queue_topic="q").pipelined
+def test_starts_are_pipelined_unless_kmq_pipelined_is_false(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert KmqConfig(bootstrap_servers="k", queue_topic="q").pipelined
     monkeypatch.setenv("KMQ_BOOTSTRAP_SERVERS", "a:1")
     monkeypatch.setenv("KMQ_QUEUE_TOPIC", "orders")
-    monkeypatch.setenv("KMQ_PIPELINED", "true")
-    assert KmqConfig.from_env().pipelined
+    monkeypatch.setenv("KMQ_PIPELINED", "false")
+    assert not KmqConfig.from_env().pipelined
 
 
 def test_from_env_names_the_bad_variable(monkeypatch: pytest.MonkeyPatch) -> None:
