@@ -135,7 +135,9 @@ class KmqClient:
         (default: the client's marker timeout).
 
         For a caller whose acknowledgements do not go through this client, which therefore cannot hold them back
-        until the START is acknowledged: the REST facade, whose receipts may be settled on any replica."""
+        until the START is acknowledged: the REST facade, whose receipts may be settled on any replica. Call it from
+        the thread that receives: it also sends the commit the acknowledged STARTs allow, as `receive()` does,
+        rather than leaving it to the next `receive()`."""
         pipeline = self._pipeline
         if pipeline is None:
             return
@@ -145,6 +147,7 @@ class KmqClient:
         in_flight = pipeline.first_in_flight()
         if not settled and in_flight is not None:
             raise MarkerWriteError(self.config.markers_topic, *in_flight, f"not acknowledged within {timeout_s}s")
+        pipeline.send_commit()
 
     def processed(self, msg: Target) -> None:
         """5. The message is done: write END without waiting (a lost END only costs a redelivery).
