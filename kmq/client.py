@@ -129,6 +129,13 @@ class KmqClient:
         # 4. Hand the messages to the application.
         return messages
 
+    def send_commit(self) -> None:
+        """Pipelined: send, asynchronously, the commit the acknowledged STARTs allow. `receive()` does it on each
+        call; a caller that stops receiving for a while (a worker whose handlers are all busy) calls it instead, from
+        the thread that receives (the consumer is used by one thread). Nothing to do otherwise."""
+        if self._pipeline is not None:
+            self._pipeline.send_commit()
+
     def wait_started(self, timeout_s: float | None = None) -> None:
         """Wait until the STARTs of every batch handed over are acknowledged (pipelined; at once otherwise). Raises
         `MarkerWriteError` when one failed (the batch rewound) or when they are not acknowledged within `timeout_s`

@@ -169,6 +169,16 @@ def test_offsets_are_committed_only_once_every_start_below_them_is_acknowledged(
     assert watch.early == []
 
 
+def test_a_client_that_stops_receiving_commits_with_send_commit(make_config: MakeConfig) -> None:
+    # given a pipelined client that received every message and then receives no more (a worker whose handlers are busy)
+    config = make_config(pipelined=True)
+    send(config, 120)
+    with KmqClient(config) as client:
+        receive_all(client, 120)
+        # then send_commit() alone moves the group's offsets once the STARTs are acknowledged, without a receive()
+        wait_for(lambda: client.send_commit() is None and committed(config) == 120, 30, what="the commits")
+
+
 def committed(config: KmqConfig) -> int:
     return sum(max(0, offset) for offset in committed_offsets(config, PARTITIONS).values())
 
