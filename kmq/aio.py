@@ -49,10 +49,6 @@ class AsyncKmqClient:
         first."""
         return await self._run(self._receiver, self.client.receive, max_messages, timeout_s, msg_timeout_ms)
 
-    async def send_commit(self) -> None:
-        """`KmqClient.send_commit`, on the receiving thread."""
-        await self._run(self._receiver, self.client.send_commit)
-
     async def processed(self, msg: Target) -> None:
         """END marker (not waited for: a lost END only costs a redelivery)."""
         await self._run(self._settler, self.client.processed, msg)

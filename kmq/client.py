@@ -100,7 +100,6 @@ class KmqClient:
         self._check_open()
         if self._pipeline is not None:
             self._check_pipeline(self._pipeline)
-            self._pipeline.send_commit()
         self._retention.check(
             self.config.msg_timeout_ms if msg_timeout_ms is None else msg_timeout_ms, "msg_timeout_ms"
         )
@@ -129,22 +128,13 @@ class KmqClient:
         # 4. Hand the messages to the application.
         return messages
 
-    def send_commit(self) -> None:
-        """Pipelined: send, asynchronously, the commit the acknowledged STARTs allow. `receive()` does it on each
-        call; a caller that stops receiving for a while (a worker whose handlers are all busy) calls it instead, from
-        the thread that receives (the consumer is used by one thread). Nothing to do otherwise."""
-        if self._pipeline is not None:
-            self._pipeline.send_commit()
-
     def wait_started(self, timeout_s: float | None = None) -> None:
         """Wait until the STARTs of every batch handed over are acknowledged (pipelined; at once otherwise). Raises
         `MarkerWriteError` when one failed (the batch rewound) or when they are not acknowledged within `timeout_s`
         (default: the client's marker timeout).
 
         For a caller whose acknowledgements do not go through this client, which therefore cannot hold them back
-        until the START is acknowledged: the REST facade, whose receipts may be settled on any replica. Call it from
-        the thread that receives: it also sends the commit the acknowledged STARTs allow, as `receive()` does,
-        rather than leaving it to the next `receive()`."""
+        until the START is acknowledged: the REST facade, whose receipts may be settled on any replica."""
         pipeline = self._pipeline
         if pipeline is None:
             return
@@ -154,7 +144,6 @@ class KmqClient:
         in_flight = pipeline.first_in_flight()
         if not settled and in_flight is not None:
             raise MarkerWriteError(self.config.markers_topic, *in_flight, f"not acknowledged within {timeout_s}s")
-        pipeline.send_commit()
 
     def processed(self, msg: Target) -> None:
         """5. The message is done: write END without waiting (a lost END only costs a redelivery).

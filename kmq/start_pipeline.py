@@ -5,8 +5,8 @@
 drive the rest:
 
 - **No commit before its STARTs.** Batches wait in a queue in the order received. Once the batch at its head has
-  every START acknowledged, its offsets join the next commit, which the receiving thread sends asynchronously at
-  its next `receive()` (the consumer is used by one thread only).
+  every START acknowledged, its offsets join the next commit, which a commit thread sends asynchronously at once,
+  one commit at a time: never the report thread, which a commit could hold up.
 - **No END before its START.** Each batch opens an `EndGate` span per partition; markers for its messages wait there
   until that partition's STARTs are acknowledged.
 - **A failed START rewinds.** A batch with a failed START stops the queue: nothing at or past it is committed. The
@@ -36,6 +36,7 @@ from kmq.marker_writer import Offsets, StartWriter
 
 _log = logging.getLogger(__name__)
 _POLL_S = 0.1  # how often the report thread looks whether it should stop (it wakes at once for a report)
+_SEND_WAIT_S = 1.0  # how long a synchronous commit waits for the commit thread's send in progress
 
 
 class _Batch:
@@ -74,6 +75,11 @@ class StartPipeline:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="kmq-start-reports", daemon=True)
         self._thread.start()
+        # Commits have a thread of their own: an asynchronous commit can wait behind the receiving thread's
+        # consume() (1.5 s measured), and the report thread must never wait (the ENDs held back wait on it).
+        self._sending = threading.Lock()  # one commit at a time, in order
+        self._committer = threading.Thread(target=self._commit_loop, name="kmq-start-commits", daemon=True)
+        self._committer.start()
 
     @property
     def producer(self) -> Producer:
@@ -129,14 +135,25 @@ class StartPipeline:
         return True
 
     def commit_now(self, partitions: Collection[int] | None = None) -> None:
-        """Commit, synchronously, what the acknowledged batches allow (of `partitions`, or all)."""
-        with self._changed:
-            chosen = (
-                dict(self._acked) if partitions is None else {p: o for p, o in self._acked.items() if p in partitions}
-            )
-            for partition in chosen:
-                self._to_commit.pop(partition, None)
-        self._commit(chosen, asynchronous=False)
+        """Commit, synchronously, what the acknowledged batches allow (of `partitions`, or all).
+
+        After the commit thread's send in progress, so that an older commit does not land after this one. Bounded:
+        that send can wait behind a `consume()` that is running this very call (a revocation), and then this commit
+        goes first; the older one landing after it only costs re-reads."""
+        sending = self._sending.acquire(timeout=_SEND_WAIT_S)
+        try:
+            with self._changed:
+                chosen = (
+                    dict(self._acked)
+                    if partitions is None
+                    else {p: o for p, o in self._acked.items() if p in partitions}
+                )
+                for partition in chosen:
+                    self._to_commit.pop(partition, None)
+            self._commit(chosen, asynchronous=False)
+        finally:
+            if sending:
+                self._sending.release()
 
     def forget(self, partitions: Collection[int]) -> None:
         """The group took these partitions away: no later commit of this client names them."""
@@ -161,8 +178,11 @@ class StartPipeline:
     def close(self, timeout_s: float) -> None:
         """Stop the report thread (after `drain`); reports still due are served by this thread's flush."""
         self._stop.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join()
+        with self._changed:
+            self._changed.notify_all()
+        for thread in (self._thread, self._committer):
+            if thread is not threading.current_thread():
+                thread.join()
         remaining = self._writer.flush(timeout_s)
         if remaining:
             _log.warning("%d START markers of %s unacknowledged at close", remaining, self.config.queue_topic)
@@ -178,6 +198,23 @@ class StartPipeline:
                 producer.poll(_POLL_S)
         except BaseException as e:
             _log.exception("the START report thread of %s died: the client stops receiving", self.config.queue_topic)
+            with self._changed:
+                self.crashed = e
+                self._changed.notify_all()
+            raise
+
+    def _commit_loop(self) -> None:
+        """The commit thread: send each commit the acknowledged batches allow, as soon as they allow it."""
+        try:
+            while True:
+                with self._changed:
+                    while not self._to_commit and not self._stop.is_set():
+                        self._changed.wait(_POLL_S)
+                    if self._stop.is_set():
+                        return
+                self._send_commit()
+        except BaseException as e:
+            _log.exception("the commit thread of %s died: the client stops receiving", self.config.queue_topic)
             with self._changed:
                 self.crashed = e
                 self._changed.notify_all()
@@ -214,13 +251,14 @@ class StartPipeline:
             self._acked.update(done.next_offsets)
             self._to_commit.update(done.next_offsets)
 
-    def send_commit(self) -> None:
-        """3. Send, asynchronously, the commit the acknowledged batches allow. Called by the thread that consumes: a
-        commit from the report thread waited behind the consumer's `consume()` (measured: 1.5 s), and every START
-        report, so every END held back for its START, waited with it."""
-        with self._changed:
-            offsets, self._to_commit = self._to_commit, {}
-        self._commit(offsets, asynchronous=True)
+    def _send_commit(self) -> None:
+        """3. Send, asynchronously, the commit the acknowledged batches allow: the commit thread alone, so commits go
+        out in order. Never the report thread: a commit there waited behind the consumer's `consume()` (measured:
+        1.5 s), and every START report, so every END held back for its START, waited with it."""
+        with self._sending:
+            with self._changed:
+                offsets, self._to_commit = self._to_commit, {}
+            self._commit(offsets, asynchronous=True)
 
     def _commit(self, offsets: dict[int, int], asynchronous: bool) -> None:
         """3. Commit; a failure is counted and logged (the messages are read again: duplicates, never a loss)."""

@@ -83,7 +83,6 @@ class AsyncPath:
             self._work.put_nowait(msg)
         budget = core.budget()
         if not budget:
-            await client.send_commit()  # (pipelined: what receive() would have sent)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._woken.wait(), TICK_S)
             return

@@ -139,7 +139,6 @@ class Worker:
         threads.submit(core.releasable())
         budget = core.budget()
         if not budget:
-            client.send_commit()  # (pipelined: what receive() would have sent)
             core.wake.wait(TICK_S)
             return
         try:
