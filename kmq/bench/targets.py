@@ -11,7 +11,7 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kmq.bench.options import HTTP, KMQ, KMQ_BATCH, PLAIN, SHARE, TRACKER, WORKER
+from kmq.bench.options import HTTP, JVM_KMQ, KMQ, KMQ_BATCH, PLAIN, SHARE, TRACKER, WORKER
 from kmq.bench.results import Row, Run, ratio
 
 MB = 1_000_000
@@ -46,6 +46,7 @@ def targets(runs: Sequence[Run], table: Sequence[Row], tracker_pending: int) -> 
         Target("kmq-batch ÷ plain throughput", ratio(runs, KMQ_BATCH, PLAIN), ">=", 0.90, "x"),
         Target("kmq-batch ÷ share-group throughput", ratio(runs, KMQ_BATCH, SHARE), ">=", 1.0, "x"),
         Target("kmq ÷ plain throughput", ratio(runs, KMQ, PLAIN), ">=", 0.5, "x"),
+        Target("kmq ÷ JVM kmq throughput", ratio(runs, KMQ, JVM_KMQ), ">=", 1.0, "x"),  # the same per-message markers
         Target(
             "kmq-batch ÷ plain CPU per message",
             row_value(KMQ_BATCH, "cpu_us_per_msg") / row_value(PLAIN, "cpu_us_per_msg"),
