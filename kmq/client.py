@@ -291,7 +291,7 @@ class KmqClient:
         """Rule 3: a batch whose START failed for good is delivered again, with every batch after it."""
         if pipeline.crashed is not None:
             raise MarkerWriteError(
-                self.config.markers_topic, -1, -1, f"the START report thread died: {pipeline.crashed!r}"
+                self.config.markers_topic, -1, -1, f"a thread of the START pipeline died: {pipeline.crashed!r}"
             )
         failure = pipeline.take_failure()
         if failure is not None:

@@ -18,12 +18,13 @@ drive the rest:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import Message as KafkaMessage
@@ -191,21 +192,15 @@ class StartPipeline:
         return all(batch.open == 0 for batch in self._pending) or self._pending[0].error is not None
 
     def _serve(self) -> None:
-        """The report thread: serve delivery reports, then send the commit they allow."""
-        try:
+        """The report thread: serve delivery reports (they move the batches, the gate and the commits)."""
+        with self._fatal("START report"):
             producer = self._writer.producer
             while not self._stop.is_set():
                 producer.poll(_POLL_S)
-        except BaseException as e:
-            _log.exception("the START report thread of %s died: the client stops receiving", self.config.queue_topic)
-            with self._changed:
-                self.crashed = e
-                self._changed.notify_all()
-            raise
 
     def _commit_loop(self) -> None:
         """The commit thread: send each commit the acknowledged batches allow, as soon as they allow it."""
-        try:
+        with self._fatal("commit"):
             while True:
                 with self._changed:
                     while not self._to_commit and not self._stop.is_set():
@@ -213,8 +208,14 @@ class StartPipeline:
                     if self._stop.is_set():
                         return
                 self._send_commit()
+
+    @contextlib.contextmanager
+    def _fatal(self, thread: str) -> Iterator[None]:
+        """A thread of the pipeline that dies stops the client: the next `receive()` raises (never half alive)."""
+        try:
+            yield
         except BaseException as e:
-            _log.exception("the commit thread of %s died: the client stops receiving", self.config.queue_topic)
+            _log.exception("the %s thread of %s died: the client stops receiving", thread, self.config.queue_topic)
             with self._changed:
                 self.crashed = e
                 self._changed.notify_all()
