@@ -22,7 +22,7 @@ from tests.faults.flow import running_flow, wait_accounted
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 MakeConfig = Callable[..., KmqConfig]
-MESSAGES = 8_000
+MESSAGES = 16_000  # pipelined workers got 8 000 through in ~9 s once: too soon for MIN_KILLS kills
 KILL_EVERY_S = 1.5
 KILLING_FOR_S = 24.0
 MIN_KILLS = 6
