@@ -78,17 +78,10 @@ class TrackerProcess:
     def metrics(self) -> dict[str, float]:
         """Every sample of /metrics, keyed `name{label="value",...}` (labels sorted), or `name` without labels."""
         with urllib.request.urlopen(self.url + "/metrics", timeout=_PROBE_TIMEOUT_S) as response:
-            text = response.read().decode()
-        samples: dict[str, float] = {}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
-                samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
-        return samples
+            return metric_samples(response.read().decode())
 
     def owned_partitions(self) -> list[int]:
-        prefix = "kmq_partition_caught_up{"
-        return sorted(int(k.split('partition="')[1].split('"')[0]) for k in self.metrics() if k.startswith(prefix))
+        return owned_partitions(self.metrics())
 
     def rss_bytes(self) -> int:
         """Resident memory of the child now (Linux /proc)."""
@@ -139,6 +132,22 @@ class TrackerProcess:
         if self._process is None:
             raise RuntimeError("tracker process not started")
         return self._process
+
+
+def metric_samples(text: str) -> dict[str, float]:
+    """Every sample of a /metrics text, keyed `name{label="value",...}` (labels sorted), or `name` without labels."""
+    samples: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return samples
+
+
+def owned_partitions(samples: dict[str, float]) -> list[int]:
+    """The markers partitions a tracker reports (`kmq_partition_caught_up`), from its `metric_samples`."""
+    prefix = "kmq_partition_caught_up{"
+    return sorted(int(k.split('partition="')[1].split('"')[0]) for k in samples if k.startswith(prefix))
 
 
 def free_port() -> int:

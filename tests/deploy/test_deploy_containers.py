@@ -28,10 +28,10 @@ from dockertools import (
     process_tree_uids,
     termination_grace_s,
 )
-from prometheus_client.parser import text_string_to_metric_families
 
 from kmq.embedded import KafkaCluster
 from tests.helpers import wait_for
+from tracker.process import metric_samples, owned_partitions
 
 # The first test to use `engine` may build the image from scratch (scripts/image: up to IMAGE_BUILD_TIMEOUT_S).
 pytestmark = pytest.mark.timeout(IMAGE_BUILD_TIMEOUT_S + 300)
@@ -74,17 +74,10 @@ class Running:
             return None
 
     def metrics(self) -> dict[str, float]:
-        text = httpx.get(self.url + "/metrics", timeout=2.0).text
-        samples: dict[str, float] = {}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
-                samples[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
-        return samples
+        return metric_samples(httpx.get(self.url + "/metrics", timeout=2.0).text)
 
     def owned_partitions(self) -> list[int]:
-        prefix = "kmq_partition_caught_up{"
-        return sorted(int(k.split('partition="')[1].split('"')[0]) for k in self.metrics() if k.startswith(prefix))
+        return owned_partitions(self.metrics())
 
 
 @dataclass
