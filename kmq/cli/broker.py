@@ -29,7 +29,14 @@ USAGE_ERROR = 2
 @friendly_errors
 def broker(
     backend: BackendOption = None,
-    port: Annotated[int | None, typer.Option(help="port on 127.0.0.1 (kafka, tansu; default: a free one)")] = None,
+    port: Annotated[int | None, typer.Option(help="port (kafka, tansu; default: a free one)")] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            help="the address to listen on and advertise (kafka backend; default 127.0.0.1), e.g. 10.233.0.1 for "
+            "the pods of scripts/k8s-up"
+        ),
+    ] = None,
     prepare_only: Annotated[
         bool, typer.Option(help="only fetch what the backend needs (Apache Kafka's jars, cached), then exit")
     ] = False,
@@ -52,6 +59,8 @@ def broker(
         raise fail(str(e), USAGE_ERROR) from e
     if nodes != 1 and backend != "kafka":
         raise fail(f"--nodes needs --backend kafka; {backend} runs one broker", USAGE_ERROR)
+    if host is not None and backend != "kafka":
+        raise fail(f"--host needs --backend kafka; {backend} listens on 127.0.0.1 only", USAGE_ERROR)
     if restart_dead_after is not None and nodes == 1:
         raise fail("--restart-dead-after needs --nodes 3 (or more): one broker that dies ends the command", USAGE_ERROR)
     if prepare_only:
@@ -59,7 +68,7 @@ def broker(
         embedded.prepare()
         typer.echo(f"the embedded {embedded.describe()} broker is ready to start")
         return
-    with _stop_requests() as stop_requested, EmbeddedKafka(backend, port, nodes=nodes) as kafka:
+    with _stop_requests() as stop_requested, EmbeddedKafka(backend, port, nodes=nodes, host=host) as kafka:
         for line in _announcement(kafka, restart_dead_after):
             typer.echo(line)
         if nodes > 1:  # serves on while a quorum of nodes runs (QuorumLost: an error once fewer are left)

@@ -17,7 +17,7 @@ from kmq.embedded._jvm import jvm_available
 from kmq.embedded._kafka import KafkaBroker
 from kmq.embedded._kafka_nodes import KafkaNodes
 from kmq.embedded._mock import MockBroker
-from kmq.embedded._ports import check_port
+from kmq.embedded._ports import HOST, check_host, check_port
 from kmq.embedded._tansu import TansuBroker
 from kmq.embedded._users import create_scram_user
 from kmq.errors import EmbeddedBrokerError
@@ -64,7 +64,9 @@ class EmbeddedKafka:
     `backend="mock"` runs librdkafka's mock cluster from the confluent-kafka wheel (its port is always librdkafka's
     pick). Kafka only: `nodes=3` runs three KRaft nodes, internal topics with three replicas and min ISR 2, each
     node controllable through `nodes`; `secure=True` adds a SASL_SSL listener (SCRAM-SHA-512, a certificate from a
-    throwaway CA, ACLs enforced: `create_user`, `secure_config`). `port` (the first node's) defaults to a free one.
+    throwaway CA, ACLs enforced: `create_user`, `secure_config`); `host` is the address its listeners bind and
+    advertise (default 127.0.0.1; e.g. a bridge's address, for pods of a local Kubernetes cluster to reach it).
+    `port` (the first node's) defaults to a free one.
     Use it as a context manager, or call `start()` and `stop()`; only the kafka backend can `stop(keep_data=True)`
     and `start()` again on the same data and port.
 
@@ -81,6 +83,7 @@ class EmbeddedKafka:
         stop_timeout_ms: int | None = None,
         nodes: int = 1,
         secure: bool = False,
+        host: str | None = None,
     ) -> None:
         backend = backend or default_backend()
         if backend not in BACKENDS:
@@ -89,9 +92,12 @@ class EmbeddedKafka:
             raise EmbeddedBrokerError(f"only the kafka backend runs several nodes; {backend} is one broker")
         if secure and backend != "kafka":
             raise EmbeddedBrokerError(f"only the kafka backend has a SASL_SSL listener, not {backend}")
+        if host is not None and backend != "kafka":
+            raise EmbeddedBrokerError(f"only the kafka backend listens on a chosen address, not {backend}")
         port = None if port is None else check_port(port)
+        listen_on = HOST if host is None else check_host(host)
         brokers: dict[str, Callable[[int | None], _Broker]] = {
-            "kafka": lambda p: KafkaBroker(p, nodes, secure),
+            "kafka": lambda p: KafkaBroker(p, nodes, secure, listen_on),
             "tansu": TansuBroker,
             "mock": MockBroker,
         }

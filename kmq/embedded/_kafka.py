@@ -78,12 +78,13 @@ class KafkaBroker:
     kafka_config: ClassVar[Mapping[str, KafkaValue]] = {}
     consumer_kafka_config: ClassVar[Mapping[str, KafkaValue]] = CONSUMER_KAFKA_CONFIG
 
-    def __init__(self, port: int | None, nodes: int = 1, secure: bool = False) -> None:
+    def __init__(self, port: int | None, nodes: int = 1, secure: bool = False, host: str = HOST) -> None:
         if nodes < 1:
             raise EmbeddedBrokerError(f"an embedded Kafka cluster needs at least one node, not {nodes}")
         self.version = kafka_version()
         self.node_count = nodes
         self.secure = secure
+        self.host = host
         self.certificates: BrokerCertificates | None = None
         self._requested_port = port
         self._workdir: Path | None = None
@@ -104,11 +105,11 @@ class KafkaBroker:
         return list(self._nodes)
 
     def bootstrap_servers(self) -> str:
-        return ",".join(f"{HOST}:{node.port}" for node in self._nodes)
+        return ",".join(f"{self.host}:{node.port}" for node in self._nodes)
 
     def secure_bootstrap_servers(self) -> str:
         """The SASL_SSL listeners (a `secure` broker only)."""
-        return ",".join(f"{HOST}:{node.secure_port}" for node in self._nodes if node.secure_port)
+        return ",".join(f"{self.host}:{node.secure_port}" for node in self._nodes if node.secure_port)
 
     def prepare(self) -> None:
         """Check Java and resolve the jars (once: they are cached)."""
@@ -156,13 +157,13 @@ class KafkaBroker:
 
     def _await(self, nodes: list[KafkaNode], children: list[ChildProcess], deadline: float) -> None:
         for node, child in zip(nodes, children, strict=True):
-            failure = await_broker(child, node.port, self._cluster_id, deadline)
+            failure = await_broker(child, node.port, self._cluster_id, deadline, self.host)
             if failure is not None:
                 tail = node.output_tail(child)
                 for started in nodes:
                     started.stop(timeout_ms=5000)
                 raise EmbeddedBrokerError(
-                    f"Apache Kafka {self.version} on {HOST}:{node.port} {failure}; "
+                    f"Apache Kafka {self.version} on {self.host}:{node.port} {failure}; "
                     f"the end of its log ({node.log_file}):\n{tail}"
                 )
 
@@ -200,7 +201,7 @@ class KafkaBroker:
         ports: list[int] = [self._requested_port] if self._requested_port else []
         per_node = 3 if self.secure else 2
         while len(ports) < per_node * self.node_count:
-            port = free_port()
+            port = free_port(self.host)
             if port not in ports:
                 ports.append(port)
         self._cluster_id = new_cluster_id()
@@ -209,7 +210,7 @@ class KafkaBroker:
             KafkaNode(i + 1, self._node_dir(i + 1), *ports[per_node * i : per_node * (i + 1)], heap=heap)
             for i in range(self.node_count)
         ]
-        voters = ",".join(f"{node.node_id}@{HOST}:{node.controller_port}" for node in self._nodes)
+        voters = ",".join(f"{node.node_id}@{self.host}:{node.controller_port}" for node in self._nodes)
         try:
             if self.secure:
                 self.certificates = make_certificates(java, self._workdir / "tls")
@@ -227,7 +228,7 @@ class KafkaBroker:
             keystore, password = self.certificates.keystore, self.certificates.password
             secure = secure_listener(node.secure_port, keystore, password, ADMIN_USER)
         ports = (node.port, node.controller_port)
-        return server_properties(node.workdir / "data", *ports, self.version, node.node_id, voters, secure)
+        return server_properties(node.workdir / "data", *ports, self.version, node.node_id, voters, secure, self.host)
 
     def _node_dir(self, node_id: int) -> Path:
         assert self._workdir is not None

@@ -55,19 +55,20 @@ def server_properties(
     node_id: int = 1,
     voters: str = "",
     secure: Mapping[str, object] | None = None,
+    host: str = HOST,
 ) -> str:
-    """One KRaft node acting as broker and controller, listening on loopback only; `voters` (`1@host:port,...`) are
-    the controllers of a cluster of several nodes (default: this node alone); `secure` (`secure_listener`) adds a
-    SASL_SSL listener for clients, with ACLs."""
+    """One KRaft node acting as broker and controller, listening on `host` only (default: loopback); `voters`
+    (`1@host:port,...`) are the controllers of a cluster of several nodes (default: this node alone); `secure`
+    (`secure_listener`) adds a SASL_SSL listener for clients, with ACLs."""
     nodes = voters.count("@") or 1
-    listeners = f"PLAINTEXT://{HOST}:{port}"
+    listeners = f"PLAINTEXT://{host}:{port}"
     if secure:
-        listeners += f",SASL_SSL://{HOST}:{secure['_port']}"
+        listeners += f",SASL_SSL://{host}:{secure['_port']}"
     settings: dict[str, object] = {
         "process.roles": "broker,controller",
         "node.id": node_id,
-        "controller.quorum.voters": voters or f"{node_id}@{HOST}:{controller_port}",
-        "listeners": f"{listeners},CONTROLLER://{HOST}:{controller_port}",
+        "controller.quorum.voters": voters or f"{node_id}@{host}:{controller_port}",
+        "listeners": f"{listeners},CONTROLLER://{host}:{controller_port}",
         "advertised.listeners": listeners,
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL",
         "controller.listener.names": "CONTROLLER",

@@ -6,7 +6,6 @@ import logging
 import signal
 
 from kmq.embedded._kafka import KafkaBroker
-from kmq.embedded._ports import HOST
 
 _log = logging.getLogger(__name__)
 
@@ -24,7 +23,7 @@ class KafkaNodes:
 
     def address(self, node_id: int) -> str:
         node = self._broker.node(node_id)
-        return f"{HOST}:{node.port}"
+        return f"{self._broker.host}:{node.port}"
 
     def pid(self, node_id: int) -> int | None:
         node = self._broker.node(node_id)

@@ -21,6 +21,19 @@ def free_port(host: str = HOST) -> int:
         return port
 
 
+def check_host(host: str) -> str:
+    """`host`, an IPv4 address of this machine that a broker can listen on; else an error that says so."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((host, 0))
+    except OSError as e:
+        raise EmbeddedBrokerError(
+            f"cannot listen on {host!r} ({e.strerror or e}): give an IPv4 address of this machine, such as "
+            f"{HOST} (the default) or the address of a local bridge (scripts/k8s-up makes 10.233.0.1)"
+        ) from e
+    return host
+
+
 def check_port(port: int) -> int:
     if not 0 < port < 65536:
         raise EmbeddedBrokerError(f"port must be between 1 and 65535, not {port}")

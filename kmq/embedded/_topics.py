@@ -97,11 +97,11 @@ def _has_leaders(metadata: ClusterMetadata, topic: str) -> bool:
     return all(partition.leader >= 0 for partition in found.partitions.values())
 
 
-def await_broker(child: ChildProcess, port: int, cluster_id: str, deadline: float) -> str | None:
+def await_broker(child: ChildProcess, port: int, cluster_id: str, deadline: float, host: str = HOST) -> str | None:
     """None once the broker answers metadata as itself (its cluster id: not another broker on a reused port)."""
     started = time.monotonic()
-    wait_until(lambda: not child.running() or accepts_connections(HOST, port), deadline)
-    metadata = first_metadata(f"{HOST}:{port}", deadline, child.running)
+    wait_until(lambda: not child.running() or accepts_connections(host, port), deadline)
+    metadata = first_metadata(f"{host}:{port}", deadline, child.running)
     if not child.running():
         return f"exited with code {child.exit_code()} before answering Kafka metadata"
     if metadata is None:

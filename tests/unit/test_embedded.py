@@ -17,6 +17,7 @@ from kmq.embedded import BACKENDS, EmbeddedKafka, ExternalKafka
 from kmq.embedded._child import ChildProcess
 from kmq.embedded._cluster import cluster_config
 from kmq.embedded._guard import ORPHANED_EXIT_CODE
+from kmq.embedded._kafka_config import server_properties
 from kmq.embedded._librdkafka import load_librdkafka
 from kmq.embedded._mock_server import handle
 from kmq.embedded._ports import accepts_connections, check_port, free_port, wait_until
@@ -178,3 +179,29 @@ def test_kmq_broker_refuses_an_unknown_backend_in_one_line() -> None:
     result = CliRunner().invoke(app, ["broker", "--backend", "kraft"])
     assert result.exit_code == 2
     assert result.stderr.strip() == "error: --backend: 'kraft' is not a backend: choose kafka, tansu, mock"
+
+
+def test_a_broker_address_that_is_not_this_machines_is_refused_naming_what_to_give() -> None:
+    with pytest.raises(EmbeddedBrokerError, match=r"cannot listen on '192\.0\.2\.1' .*give an IPv4 address"):
+        EmbeddedKafka("kafka", host="192.0.2.1")  # TEST-NET-1: never an address of this machine
+    with pytest.raises(EmbeddedBrokerError, match="only the kafka backend listens on a chosen address, not tansu"):
+        EmbeddedKafka("tansu", host="127.0.0.1")
+
+
+def test_a_kafka_node_on_a_chosen_address_binds_and_advertises_it_alone() -> None:
+    settings = dict(
+        line.split("=", 1)
+        for line in server_properties(Path("/data"), 9092, 9093, "4.4.0", host="10.233.0.1").splitlines()
+    )
+    assert settings["listeners"] == "PLAINTEXT://10.233.0.1:9092,CONTROLLER://10.233.0.1:9093"
+    assert settings["advertised.listeners"] == "PLAINTEXT://10.233.0.1:9092"
+    assert settings["controller.quorum.voters"] == "1@10.233.0.1:9093"
+
+
+def test_kmq_broker_refuses_host_on_a_backend_that_cannot_listen_elsewhere() -> None:
+    app = typer.Typer()
+    app.callback()(lambda: None)
+    register(app)
+    result = CliRunner().invoke(app, ["broker", "--backend", "tansu", "--host", "127.0.0.2"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: --host needs --backend kafka; tansu listens on 127.0.0.1 only"
