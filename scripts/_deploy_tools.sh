@@ -48,3 +48,22 @@ kmq_build_image() {
     _kmq_image_unavailable "scripts/image failed (above)"
   fi
 }
+
+# Kubernetes for the cluster tests (tests/k8s, scripts/k8s-up): built once per machine from the Go module proxy
+# (scripts/k8s-build; ~8 minutes on 2 cores, then cached in ~/.cache/kmq/k8s), before pytest so no test waits on it.
+# The cluster needs root: without it the tests skip and say why, except in CI (CI=true), where this fails.
+kmq_build_kubernetes() {
+  echo "== Kubernetes (scripts/k8s-build; tests/k8s runs it)"
+  if [ "$(id -u)" != 0 ]; then
+    if [ "${CI:-}" = true ]; then
+      echo "the Kubernetes tests need root in CI (scripts/k8s-up runs a kubelet and containerd)" >&2
+      exit 1
+    fi
+    echo "warning: not root: tests/k8s will skip (scripts/k8s-up runs a kubelet and containerd)" >&2
+    return 0
+  fi
+  if ! scripts/k8s-build >/dev/null; then
+    [ "${CI:-}" = true ] && exit 1
+    echo "warning: scripts/k8s-build failed (above): tests/k8s will fail at scripts/k8s-up" >&2
+  fi
+}

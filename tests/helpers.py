@@ -1,13 +1,16 @@
-"""Reading topics back in tests: what is really on the broker, not what the code under test believes."""
+"""Helpers of the tests: reading topics back (what is really on the broker, not what the code under test believes),
+waiting on conditions, and skipping what a machine lacks (except in CI)."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from kmq.config import KmqConfig
@@ -112,3 +115,14 @@ def read_committed_keys(
             f"unexpected {sorted(k for k in keys - expected if k)[:5]}"
         )
         time.sleep(0.1)
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI") == "true"
+
+
+def unavailable(reason: str) -> NoReturn:
+    """Skip on a developer's machine; in CI (CI=true) fail: scripts/test installs what such tests need."""
+    if in_ci():
+        pytest.fail(f"CI=true: {reason}", pytrace=False)
+    pytest.skip(reason)

@@ -6,22 +6,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from typing import NoReturn
 
 import pytest
 from deploytools import DEPLOY, KUSTOMIZE_ROOTS, Resource, kubectl_path, render
 from dockertools import DockerEngine, DockerUnavailable
 
-
-def in_ci() -> bool:
-    return os.environ.get("CI") == "true"
-
-
-def unavailable(reason: str) -> NoReturn:
-    """Skip on a developer's machine; in CI (CI=true) fail: scripts/test installs what these tests need."""
-    if in_ci():
-        pytest.fail(f"CI=true: {reason}", pytrace=False)
-    pytest.skip(reason)
+from tests.helpers import unavailable
 
 
 @pytest.fixture(scope="session")

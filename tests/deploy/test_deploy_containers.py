@@ -30,6 +30,8 @@ from dockertools import (
 )
 
 from kmq.embedded import KafkaCluster
+from tests.facade_http import Delivery, ack, send
+from tests.facade_http import receive as receive_for
 from tests.helpers import wait_for
 from tracker.process import metric_samples, owned_partitions
 
@@ -209,36 +211,8 @@ def test_each_container_answers_its_probes_runs_as_10001_and_exits_0_on_docker_s
 # -- messages over HTTP, redelivered by the tracker containers ------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Delivery:
-    value: str
-    partition: int
-    receipt: str
-    redelivery_count: int
-
-
-def receive(http: httpx.Client, max_messages: int = 100) -> list[Delivery]:
-    body = {"max_messages": max_messages, "wait_ms": 500, "visibility_timeout_ms": VISIBILITY_MS}
-    answer = http.post("/receive", json=body)
-    assert answer.status_code == 200, answer.text
-    return [
-        Delivery(m["value"], m["partition"], m["receipt"], m["redelivery_count"]) for m in answer.json()["messages"]
-    ]
-
-
-def ack(http: httpx.Client, deliveries: list[Delivery]) -> None:
-    if not deliveries:
-        return
-    answer = http.post("/ack", json={"receipts": [d.receipt for d in deliveries]})
-    assert answer.status_code == 200, answer.text
-    assert [r["status"] for r in answer.json()["results"]] == ["ok"] * len(deliveries), answer.text
-
-
-def send(http: httpx.Client, values: list[str]) -> list[int]:
-    """The partition of each (keyed by value, so they spread over the partitions)."""
-    answer = http.post("/messages", json={"messages": [{"value": v, "key": v} for v in values]})
-    assert answer.status_code == 200, answer.text
-    return [m["partition"] for m in answer.json()["messages"]]
+def receive(http: httpx.Client) -> list[Delivery]:
+    return receive_for(http, VISIBILITY_MS)
 
 
 def split_between(trackers: list[Running]) -> bool:

@@ -1,0 +1,126 @@
+"""Fixtures of the Kubernetes tier: the one-node cluster of scripts/k8s-up, a Kafka on its pod bridge, and
+the local overlay of deploy/kubernetes applied with `kubectl apply -k`, as a user applies it; all three per module
+(one module uses them), so nothing of the cluster runs beside the rest of the suite.
+
+The cluster needs root on Linux (the kubelet, containerd, a bridge); without it these tests skip, except in CI
+(CI=true), where they fail. Kubernetes is built once per machine (scripts/k8s-build; scripts/test builds it before
+pytest): run alone without it, the first test waits for the build.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kube import PARTITIONS, READY_TIMEOUT_S, Kube, Stack
+
+from kmq.embedded import EmbeddedKafka
+from tests.helpers import unavailable
+
+REPO = Path(__file__).resolve().parents[2]
+LOCAL_OVERLAY = REPO / "deploy" / "kubernetes" / "overlays" / "local"
+NAMESPACE = "kmq-local"  # the local overlay's
+BRIDGE_ADDRESS = "10.233.0.1"  # scripts/k8s-up's pod bridge: the pods reach the host here
+K8S_UP_TIMEOUT_S = 2400  # with a build of Kubernetes on a machine that has none yet (scripts/k8s-build)
+K8S_DOWN_TIMEOUT_S = 300
+
+
+@dataclass(frozen=True)
+class Cluster:
+    kubectl: str
+    kubeconfig: str
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    if sys.platform != "linux" or os.geteuid() != 0:
+        unavailable("the Kubernetes tests need root on Linux (scripts/k8s-up runs a kubelet and containerd)")
+    up = subprocess.run(
+        [str(REPO / "scripts" / "k8s-up")], capture_output=True, text=True, timeout=K8S_UP_TIMEOUT_S, check=False
+    )
+    if up.returncode != 0:
+        pytest.fail(f"scripts/k8s-up failed ({up.returncode}):\n{up.stderr[-6000:]}", pytrace=False)
+    found = re.search(r"^export KUBECONFIG=(\S+)$", up.stdout, re.MULTILINE)
+    assert found, f"scripts/k8s-up printed no KUBECONFIG:\n{up.stdout}"
+    try:
+        build = subprocess.run(
+            [str(REPO / "scripts" / "k8s-build")], capture_output=True, text=True, timeout=60, check=True
+        )
+        yield Cluster(kubectl=str(Path(build.stdout.strip()) / "kubectl"), kubeconfig=found.group(1))
+    finally:
+        down = subprocess.run(
+            [str(REPO / "scripts" / "k8s-down")],
+            capture_output=True,
+            text=True,
+            timeout=K8S_DOWN_TIMEOUT_S,
+            check=False,
+        )
+        assert down.returncode == 0, f"scripts/k8s-down failed ({down.returncode}):\n{down.stderr}"
+
+
+@pytest.fixture(scope="module")
+def kafka_on_bridge(cluster: Cluster) -> Iterator[EmbeddedKafka]:
+    """Apache Kafka listening on the pod bridge's address: the pods have a network namespace of their own, so the
+    session's broker (on 127.0.0.1) is out of their reach."""
+    with EmbeddedKafka("kafka", host=BRIDGE_ADDRESS) as kafka:
+        yield kafka
+
+
+@pytest.fixture(scope="module")
+def stack(
+    cluster: Cluster, kafka_on_bridge: EmbeddedKafka, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """The local overlay, applied with `kubectl apply -k` through an overlay of the test's that only points it at
+    this module's broker and queue (and the broker's short consumer sessions), and Ready."""
+    kube = Kube(cluster.kubectl, cluster.kubeconfig, NAMESPACE)
+    queue = kafka_on_bridge.config(f"t-k8s-{uuid.uuid4().hex[:8]}")
+    kafka_on_bridge.ensure_topics(queue, PARTITIONS)
+    overlay = tmp_path_factory.mktemp("overlay")
+    (overlay / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+        "kind: Kustomization\n"
+        f"resources:\n  - {os.path.relpath(LOCAL_OVERLAY, overlay)}\n"
+        "patches:\n  - path: configmap.yaml\n"
+    )
+    settings = {
+        "KMQ_BOOTSTRAP_SERVERS": kafka_on_bridge.bootstrap_servers,
+        "KMQ_QUEUE_TOPIC": queue.queue_topic,
+        "KMQ_API_QUEUES": queue.queue_topic,
+        "KMQ_KAFKA_CONFIG": json.dumps(kafka_on_bridge.kafka_config),
+        "KMQ_CONSUMER_KAFKA_CONFIG": json.dumps(kafka_on_bridge.consumer_kafka_config),
+    }
+    (overlay / "configmap.yaml").write_text(
+        json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kmq-config"}, "data": settings})
+    )
+    secrets = subprocess.run(
+        [cluster.kubectl, "kustomize", str(LOCAL_OVERLAY)], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    api_key = re.search(r"KMQ_API_KEYS: (\S+)", secrets)
+    assert api_key, "the local overlay generates the facade's API keys"
+    kube.run("apply", "-k", str(overlay))
+    try:
+        for deployment in ("kmq-tracker", "kmq-api"):
+            kube.run("rollout", "status", f"deployment/{deployment}", f"--timeout={READY_TIMEOUT_S}s")
+        service = kube.get("service", "kmq-api")
+        port = service["spec"]["ports"][0]["port"]
+        result = Stack(
+            kube,
+            kafka_on_bridge,
+            queue.queue_topic,
+            base64.b64decode(api_key.group(1)).decode().split(",")[0],
+            f"http://{service['spec']['clusterIP']}:{port}",
+        )
+        result.wait_steady()
+        yield result
+    finally:
+        deleted = kube.attempt("delete", "-k", str(overlay), "--wait=true", timeout_s=300)
+        assert deleted.returncode == 0, f"kubectl delete -k failed:\n{deleted.stderr}"

@@ -1,0 +1,275 @@
+"""deploy/kubernetes on a real cluster (scripts/k8s-up): the local overlay of the same base users apply elsewhere,
+applied with `kubectl apply -k`; two tracker replicas and the REST facade, Ready under the restricted Pod Security
+Standard; messages through the facade's Service; a tracker pod deleted mid-stream; a rolling restart of the facade
+under load; the PodDisruptionBudget against the eviction of the last ready tracker.
+
+The tests share one deployment (tests/k8s/conftest.py: `stack`) and each starts from its steady state: two Ready
+trackers splitting the partitions, one Ready facade pod.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kube import PARTITIONS, TEST_TIMEOUT_S, Stack
+
+from tests.facade_http import Delivery, ack, send
+from tests.facade_http import receive as receive_for
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.timeout(TEST_TIMEOUT_S)
+REPO = Path(__file__).resolve().parents[2]
+VISIBILITY_MS = 10_000
+# deploy/README.md, "Upgrading": during a rolling update of the facade a client retries a request that failed on a
+# connection error or a 502/503 for up to this long (what a pod's preStop pause and kube-proxy's update leave).
+RETRY_WINDOW_S = 10.0
+RETRY_INTERVAL_S = 0.1
+STREAM_TIMEOUT_S = 240
+
+
+def receive(http: httpx.Client) -> list[Delivery]:
+    return receive_for(http, VISIBILITY_MS)
+
+
+def http_client(stack: Stack) -> httpx.Client:
+    return httpx.Client(base_url=stack.queue_url(), headers={"Authorization": f"Bearer {stack.api_key}"}, timeout=15.0)
+
+
+def redeliveries(stack: Stack) -> float:
+    return sum(p.tracker_metrics().get("kmq_redeliveries_total", 0.0) for p in stack.kube.ready_pods("tracker"))
+
+
+def test_two_trackers_and_the_facade_are_ready_under_the_restricted_pod_security_standard(stack: Stack) -> None:
+    stack.wait_steady()
+    namespace = stack.kube.get("namespace", stack.kube.namespace)
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    for pod in stack.kube.get("pods")["items"]:
+        spec = pod["spec"]
+        assert spec["securityContext"]["runAsUser"] == 10001, pod["metadata"]["name"]
+        assert all(c["imagePullPolicy"] == "Never" for c in spec["containers"])
+        assert all(s["restartCount"] == 0 for s in pod["status"]["containerStatuses"]), pod["status"]
+    # the HorizontalPodAutoscaler of the prod overlay (not in the local one: no metrics server here), accepted by this
+    # API server field by field
+    hpa = REPO / "deploy" / "kubernetes" / "autoscaling" / "api-hpa.yaml"
+    stack.kube.run("apply", "--dry-run=server", "--validate=strict", "-f", str(hpa))
+    pdbs = {p["metadata"]["name"]: p for p in stack.kube.get("pdb")["items"]}
+    assert pdbs["kmq-tracker"]["status"]["disruptionsAllowed"] == 1
+    assert pdbs["kmq-tracker"]["status"]["currentHealthy"] == 2
+
+
+def test_messages_left_unacknowledged_through_the_service_are_redelivered(stack: Stack) -> None:
+    stack.wait_steady()
+    before = redeliveries(stack)
+    with http_client(stack) as http:
+        values = [f"u{i}" for i in range(40)]
+        used = set(send(http, values))
+        left: dict[int, Delivery] = {}  # the first delivery of each partition stays unacknowledged
+        seen: set[str] = set()
+        copies: list[Delivery] = []
+        deadline = time.monotonic() + 90
+        while len(seen) < len(values) or len(copies) < len(left):
+            assert time.monotonic() < deadline, f"received {len(seen)} of 40 and {len(copies)} copies in 90 s"
+            for delivery in receive(http):
+                if delivery.redelivery_count == 0:
+                    seen.add(delivery.value)
+                    if delivery.partition not in left:
+                        left[delivery.partition] = delivery
+                        continue
+                else:
+                    copies.append(delivery)
+                ack(http, [delivery])
+    assert set(left) == used
+    assert sorted(c.value for c in copies) == sorted(d.value for d in left.values())
+    assert all(c.redelivery_count == 1 for c in copies)
+    assert redeliveries(stack) - before == len(left)
+
+
+def test_deleting_the_tracker_pod_that_owns_most_partitions_mid_stream_loses_nothing(stack: Stack) -> None:
+    stack.wait_steady()
+    trackers = stack.kube.ready_pods("tracker")
+    victim = max(trackers, key=lambda p: len(p.owned_partitions()))
+    survivor = next(p for p in trackers if p.name != victim.name)
+    owned_by_victim = set(victim.owned_partitions())
+    batches, per_batch = 20, 10
+    sent: list[str] = []
+    failure: list[Exception] = []
+    deleted = threading.Event()
+
+    def stream() -> None:
+        try:
+            with http_client(stack) as http:
+                for batch in range(batches):
+                    values = [f"d{batch}-{i}" for i in range(per_batch)]
+                    send(http, values)
+                    sent.extend(values)
+                    if batch == batches // 2:
+                        deleted.wait(60)  # half of the stream after the deletion
+                    time.sleep(0.2)  # the stream's pace, not a wait for a condition
+        except Exception as error:  # noqa: BLE001  # re-raised in the test's thread
+            failure.append(error)
+
+    sender = threading.Thread(target=stream, name="http-sender", daemon=True)
+    sender.start()
+    settled: set[str] = set()
+    left_with_victim: dict[str, float] = {}
+    copies: list[Delivery] = []
+    deleted_at = 0.0
+    try:
+        with http_client(stack) as http:
+            deadline = time.monotonic() + STREAM_TIMEOUT_S
+            while sender.is_alive() or settled != set(sent):
+                assert not failure, f"sending failed: {failure[0]!r}"
+                assert time.monotonic() < deadline, f"settled {len(settled)} of {len(sent)} in {STREAM_TIMEOUT_S} s"
+                got = receive(http)
+                left = [d for d in got if d.redelivery_count == 0 and _left_unacknowledged(d.value)]
+                if not deleted.is_set():
+                    left_with_victim.update((d.value, time.monotonic()) for d in left if d.partition in owned_by_victim)
+                done = [d for d in got if d not in left]
+                ack(http, done)
+                copies += [d for d in done if d.redelivery_count > 0]
+                settled |= {d.value for d in done}
+                if not deleted.is_set() and left_with_victim and len(settled) >= batches * per_batch // 4:
+                    stack.kube.run("delete", "pod", victim.name, "--wait=false")
+                    deleted_at = time.monotonic()
+                    deleted.set()
+    finally:
+        deleted.set()
+        sender.join(30)
+    assert not failure, f"sending failed: {failure[0]!r}"
+    assert settled == set(sent), f"lost: {sorted(set(sent) - settled)}"
+    assert deleted_at - min(left_with_victim.values()) < VISIBILITY_MS / 1000, "deleted too late to test a take-over"
+    assert set(left_with_victim) <= {c.value for c in copies}, "the victim's unacknowledged messages came back"
+    # the Deployment replaced the deleted pod, and the two split the partitions again
+    stack.wait_steady()
+    names = {p.name for p in stack.kube.ready_pods("tracker")}
+    assert victim.name not in names and survivor.name in names
+
+
+def test_a_rolling_restart_of_the_facade_under_load_fails_no_request_beyond_the_retry_window(stack: Stack) -> None:
+    stack.wait_steady()
+    old_pod = stack.kube.ready_pods("api")[0].name
+    outages: list[float] = []  # how long each request that failed at first took to succeed
+    restarted = threading.Event()
+    sent: list[str] = []
+    failure: list[BaseException] = []
+
+    def retried(http: httpx.Client, path: str, body: dict[str, Any]) -> httpx.Response:
+        """A POST retried on a connection error or 502/503 until it succeeds, within RETRY_WINDOW_S."""
+        first_failure: float | None = None
+        while True:
+            try:
+                answer = http.post(path, json=body)
+                if answer.status_code not in (502, 503):
+                    if first_failure is not None:
+                        outages.append(time.monotonic() - first_failure)
+                    return answer
+                problem = f"HTTP {answer.status_code}: {answer.text[:200]}"
+            except httpx.TransportError as error:
+                problem = repr(error)
+            first_failure = first_failure or time.monotonic()
+            waited = time.monotonic() - first_failure
+            assert waited < RETRY_WINDOW_S, (
+                f"a request failed for {waited:.1f} s (window {RETRY_WINDOW_S} s): {problem}"
+            )
+            time.sleep(RETRY_INTERVAL_S)  # between retries of a failed request
+
+    def stream() -> None:
+        try:
+            with http_client(stack) as http:
+                for batch in range(30):
+                    values = [f"r{batch}-{i}" for i in range(10)]
+                    body = {"messages": [{"value": v, "key": v} for v in values]}
+                    answer = retried(http, "/messages", body)
+                    assert answer.status_code == 200, answer.text
+                    sent.extend(values)
+                    if batch == 10:
+                        restarted.wait(STREAM_TIMEOUT_S)  # the rest once the restart has begun
+                    time.sleep(0.2)  # the stream's pace, not a wait for a condition
+        except BaseException as error:  # noqa: BLE001  # re-raised in the test's thread
+            failure.append(error)
+
+    sender = threading.Thread(target=stream, name="http-sender", daemon=True)
+    sender.start()
+    settled: set[str] = set()
+    rolled_out = False
+    try:
+        with http_client(stack) as http:
+            deadline = time.monotonic() + STREAM_TIMEOUT_S
+            while sender.is_alive() or settled != set(sent) or not rolled_out:
+                assert not failure, f"sending failed: {failure[0]!r}"
+                assert time.monotonic() < deadline, f"settled {len(settled)} of {len(sent)}, rolled out: {rolled_out}"
+                body = {"max_messages": 100, "wait_ms": 500, "visibility_timeout_ms": VISIBILITY_MS}
+                answer = retried(http, "/receive", body)
+                assert answer.status_code == 200, answer.text
+                got = list(answer.json()["messages"])
+                if got:
+                    acked = retried(http, "/ack", {"receipts": [m["receipt"] for m in got]})
+                    # 409: a retried ack whose first attempt had settled them already
+                    assert acked.status_code in (200, 409), acked.text
+                    if acked.status_code == 200:
+                        statuses = {r["status"] for r in acked.json()["results"]}
+                        assert statuses <= {"ok", "expired"}, acked.text
+                    settled |= {m["value"] for m in got}
+                if not restarted.is_set() and len(settled) >= 50:
+                    stack.kube.run("rollout", "restart", "deployment/kmq-api")
+                    restarted.set()
+                rolled_out = restarted.is_set() and _rolled_out(stack, old_pod)
+    finally:
+        restarted.set()
+        sender.join(30)
+    assert not failure, f"sending failed: {failure[0]!r}"
+    assert len(sent) == 300
+    assert settled == set(sent), f"lost: {sorted(set(sent) - settled)}"
+    assert [p.name for p in stack.kube.ready_pods("api")] != [old_pod]
+    print(f"\nrolling restart: {len(outages)} requests retried, the longest for {max(outages, default=0):.2f} s")
+
+
+def test_the_disruption_budget_refuses_to_evict_the_last_ready_tracker(stack: Stack) -> None:
+    stack.wait_steady()
+    kube = stack.kube
+    first, last = kube.ready_pods("tracker")
+    node = kube.get("pod", first.name)["spec"]["nodeName"]
+    kube.run("cordon", node)  # the evicted tracker's replacement stays Pending: one node, cordoned
+    try:
+        evicted = kube.evict(first.name)
+        assert evicted.returncode == 0, f"the first eviction is within the budget:\n{evicted.stderr}"
+        wait_for(
+            lambda: (
+                kube.get("pdb", "kmq-tracker")["status"].get("disruptionsAllowed") == 0
+                and [p.name for p in kube.ready_pods("tracker")] == [last.name]
+            ),
+            60,
+            0.5,
+            what="one ready tracker left, and the budget allowing no disruption",
+        )
+        refused = kube.evict(last.name)
+        assert refused.returncode != 0, "the last ready tracker was evicted"
+        assert "disruption budget" in refused.stderr, refused.stderr
+        assert "429" in refused.stderr or "TooManyRequests" in refused.stderr, refused.stderr
+        assert [p.name for p in kube.ready_pods("tracker")] == [last.name]
+    finally:
+        kube.run("uncordon", node)
+    stack.wait_steady()
+    assert sum(len(p.owned_partitions()) for p in kube.ready_pods("tracker")) == PARTITIONS
+
+
+def _left_unacknowledged(value: str) -> bool:
+    """All of the first batch (spread over the partitions) and every tenth message after it."""
+    return value.startswith("d0-") or value.endswith("-0")
+
+
+def _rolled_out(stack: Stack, old_pod: str) -> bool:
+    deployment = stack.kube.get("deployment", "kmq-api")
+    status, wanted = deployment["status"], deployment["spec"]["replicas"]
+    done = (
+        status.get("observedGeneration", 0) >= deployment["metadata"]["generation"]
+        and status.get("updatedReplicas") == wanted
+        and status.get("availableReplicas") == wanted
+        and status.get("replicas") == wanted
+    )
+    return done and old_pod not in {p.name for p in stack.kube.pods("api")}
