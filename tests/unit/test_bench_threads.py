@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
@@ -45,3 +46,15 @@ def test_roles_that_did_nothing_are_left_out_and_new_threads_count_from_zero() -
     per_message = us_per_message({"a": 1_000, "b": 5_000}, {"a": 1_000, "b": 7_000, "c": 3_000}, messages=2)
 
     assert per_message == {"b": 1.0, "c": 1.5}
+
+
+def test_another_process_is_split_into_its_main_thread_and_the_rest() -> None:
+    busy_then_wait = "import sys, time; sum(range(3_000_000)); print('spun', flush=True); sys.stdin.read()"
+    child = subprocess.Popen([sys.executable, "-c", busy_then_wait], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"spun\n"
+        spent = thread_cpu_ns(child.pid)
+    finally:
+        child.communicate(b"")
+    assert spent["MainThread"] > 10_000_000  # summing three million ints: tens of ms
+    assert thread_cpu_ns(child.pid) == {}  # gone
