@@ -31,11 +31,12 @@ from typing import IO, Any
 import aiohttp
 import orjson
 
+from kmq.bench.threads import thread_cpu_ns, us_per_message
 from kmq.config import KmqConfig
 from kmq.embedded import EmbeddedKafka, ExternalKafka, KafkaCluster
 from kmq.errors import KmqError
 
-Figures = dict[str, float | int | str]
+Figures = dict[str, float | int | str | dict[str, float]]
 _READY_TIMEOUT_S = 60.0
 _STOP_TIMEOUT_S = 20.0
 _RECEIVE_WAIT_MS = 500
@@ -179,13 +180,16 @@ async def _measure(queue_url: str, api_key: str, plan: _Plan, pid: int) -> Figur
         await _send(http, plan.batch, "warm-up", [])
         await _drain(http, replace(plan, messages=plan.batch, concurrency=1))
         sent = await _send_all(http, plan)
-        server_s, client_s = _cpu_s(pid), time.process_time()
+        server_s, server_threads, client_s = _cpu_s(pid), thread_cpu_ns(pid), time.process_time()
         drained = await _drain(http, plan)
         cpu: Figures = {"client_cpu_us_per_msg": round((time.process_time() - client_s) / plan.messages * 1e6, 1)}
         server_end_s = _cpu_s(pid)
         if server_s is not None and server_end_s is not None:
             cpu["server_cpu_us_per_msg"] = round((server_end_s - server_s) / plan.messages * 1e6, 1)
-    return {**sent, **drained, **cpu}
+        # Where the API's CPU goes: MainThread is uvicorn's event loop (FastAPI, receipts, settles); the receives
+        # run in anyio's worker threads ("python threads"); the rest is librdkafka's and kmq's own threads.
+        by_thread = us_per_message(server_threads, thread_cpu_ns(pid), plan.messages)
+    return {**sent, **drained, **cpu, "server_cpu_us_per_msg_by_thread": by_thread}
 
 
 def _cpu_s(pid: int) -> float | None:

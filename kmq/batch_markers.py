@@ -90,6 +90,9 @@ def runs_of(offsets: Iterable[int]) -> tuple[Run, ...]:
     ordered = sorted(set(offsets))
     if not ordered:
         return ()
+    first, count = ordered[0], len(ordered)
+    if ordered[-1] - first + 1 == count:  # distinct and ascending: no gap (the common case, no loop over them)
+        return ((first, count),)
     runs: list[Run] = []
     start = previous = ordered[0]
     for offset in ordered[1:]:

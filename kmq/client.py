@@ -16,7 +16,7 @@ from kmq._transactional import TransactionalStarts
 from kmq.admin import check_topics
 from kmq.config import KmqConfig
 from kmq.delivery import DeliveryGroup
-from kmq.end_batcher import EndBatcher
+from kmq.end_batcher import PARTITION_SHIFT, EndBatcher
 from kmq.errors import (
     ClientClosedError,
     CommitError,
@@ -155,7 +155,7 @@ class KmqClient:
         # Pipelined, the END follows its START: the batcher holds a BATCH END's acks back (never this path), the gate
         # a kmq END (at once when the START is acknowledged).
         if self._ack is not None:
-            self._ack((msg.partition, msg.offset))
+            self._ack(msg.partition << PARTITION_SHIFT | msg.offset)  # one int: what the batcher holds (no tuple)
         elif self._gate is not None:
             self._gate.run(msg.partition, msg.offset, self._end_at, msg.partition, msg.offset)
         else:
@@ -165,7 +165,7 @@ class KmqClient:
         """`processed` for many messages at once (with `batch` markers: gathered under one lock)."""
         self._check_open()
         if self._ends is not None:
-            self._ends.add_many((msg.partition, msg.offset) for msg in messages)
+            self._ends.add_many(msg.partition << PARTITION_SHIFT | msg.offset for msg in messages)
         elif self._gate is not None:
             for msg in messages:
                 self._gate.run(msg.partition, msg.offset, self._end_at, msg.partition, msg.offset)

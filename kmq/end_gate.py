@@ -59,14 +59,14 @@ class EndGate:
                     return
         action(*args)
 
-    def held(self, partition: int, offsets: list[int]) -> list[int]:
-        """Those of `offsets` whose START is not acknowledged (for a writer that tries again later, without parking).
-        Reads the spans without the lock: a span is published before its messages are handed over, and removed
-        only after the markers parked on it have run."""
+    def held(self, partition: int) -> list[tuple[int, int]]:
+        """The offset ranges (`lo`, `hi`, inclusive) of `partition` whose START is not acknowledged, ascending (for a
+        writer that tries their markers again later, without parking). Reads the spans without the lock: a span is
+        published before its messages are handed over, and removed only after the markers parked on it have run."""
         spans = self._spans.get(partition)
         if not spans:
             return []
-        return [offset for offset in offsets if _covers(spans, offset)]
+        return sorted((span.lo, span.hi) for span in spans)
 
     def acked(self, partition: int, span: Span) -> None:
         """The span's START is acknowledged: it closes no more, nor do the failed spans it was read again over."""

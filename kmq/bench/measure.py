@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kmq.bench.stats import percentiles
+from kmq.bench.threads import ThreadCpu, thread_cpu_ns, us_per_message
 from kmq.errors import BenchError
 
 PROGRESS_INTERVAL_S = 0.25
@@ -27,12 +28,14 @@ class BatchClock:
     opened: float = 0.0
     received: int = 0
     overhead_ms: list[float] = field(default_factory=list)
+    threads_started: ThreadCpu = field(default_factory=dict)
     _last_progress: float = 0.0
     _last_batch: float = 0.0
 
     def start(self) -> None:
         self.started = self._last_progress = self._last_batch = time.perf_counter()
         self.cpu_started = time.process_time()
+        self.threads_started = thread_cpu_ns()
 
     def batch(self, size: int, overhead_s: float, arrived: float) -> bool:
         """Record one batch, whose records came out of the consumer at `arrived` (perf_counter); True when it is
@@ -57,15 +60,17 @@ class BatchClock:
 
     def figures(self, **extra: Any) -> dict[str, Any]:
         """Throughput over the window (first records to now), CPU the process used since GO (all its threads,
-        librdkafka's included), overhead percentiles, memory."""
+        librdkafka's included) and how it splits between threads, overhead percentiles, memory."""
         elapsed_s = time.perf_counter() - (self.opened or self.started)
         cpu_s = time.process_time() - self.cpu_started
+        by_thread = us_per_message(self.threads_started, thread_cpu_ns(), self.received)
         return {
             "messages": self.received,
             "elapsed_s": elapsed_s,
             "msgs_per_s": self.received / elapsed_s,
             "cpu_s": cpu_s,
             "cpu_us_per_msg": cpu_s / max(self.received, 1) * 1e6,
+            "cpu_us_per_msg_by_thread": by_thread,
             "first_records_ms": (self.opened - self.started) * 1000 if self.opened else None,
             "batches": len(self.overhead_ms),
             **percentiles(self.overhead_ms, "overhead_ms"),

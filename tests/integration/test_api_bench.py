@@ -14,3 +14,4 @@ def test_the_benchmark_sends_receives_and_acks_every_message_over_http(kafka: Ka
     assert figures["send_requests"] == 4
     for name in ("send_msgs_per_s", "receive_ack_msgs_per_s", "ack_ms_p99", "receive_ms_p99"):
         assert float(figures[name]) > 0, name
+    assert "MainThread" in figures["server_cpu_us_per_msg_by_thread"]  # the API's event loop

@@ -6,7 +6,7 @@ import threading
 import time
 
 from kmq.batch_markers import Run
-from kmq.end_batcher import EndBatcher
+from kmq.end_batcher import PARTITION_SHIFT, EndBatcher
 from tests.helpers import wait_for
 
 
@@ -23,7 +23,8 @@ class Written:
 def test_gathered_acks_are_written_as_runs_per_partition_by_the_thread() -> None:
     written = Written()
     batcher = EndBatcher(written, end_flush_ms=200)
-    batcher.add_many([(0, 5), (0, 6), (0, 7), (0, 9), (1, 3), (0, 8)])  # one extend: all in the same round
+    acks = [(0, 5), (0, 6), (0, 7), (0, 9), (1, 3), (0, 8)]
+    batcher.add_many(p << PARTITION_SHIFT | o for p, o in acks)  # one extend: all in the same round
     wait_for(lambda: len(written.records) == 2, 5, what="two BATCH ENDs")
     assert sorted((p, runs) for p, runs, _ in written.records) == [(0, ((5, 5),)), (1, ((3, 1),))]
     batcher.close()
@@ -69,4 +70,38 @@ def test_a_failing_write_does_not_stop_later_rounds() -> None:
     wait_for(lambda: len(calls) == 1, 5)
     batcher.add(0, 2)
     wait_for(lambda: len(calls) == 2, 5, what="the second round after a failure")
+    batcher.close()
+
+
+def test_partitions_and_offsets_come_out_as_they_went_in_whatever_their_size() -> None:
+    written = Written()
+    batcher = EndBatcher(written, end_flush_ms=3_600_000)
+    big_offset = 2**63 - 10  # the largest Kafka offsets
+    for partition, offset in [(2**31 - 1, 7), (0, big_offset), (0, big_offset + 1), (3, 0), (3, 2), (3, 2)]:
+        batcher.add(partition, offset)
+    batcher.flush()
+    assert sorted((p, runs) for p, runs, _ in written.records) == [
+        (0, ((big_offset, 2),)),
+        (3, ((0, 1), (2, 1))),
+        (2**31 - 1, ((7, 1),)),
+    ]
+    batcher.close()
+
+
+def test_acks_the_hold_names_wait_for_a_later_round_and_the_rest_go_now() -> None:
+    written = Written()
+    in_flight = {1: [(11, 12), (14, 20)], 2: [(0, 5), (3, 9)]}  # STARTs not acknowledged yet (ranges may overlap)
+    batcher = EndBatcher(written, end_flush_ms=3_600_000, hold=lambda partition: in_flight.get(partition, []))
+    for partition, offsets in {0: [4], 1: [10, 11, 12, 13, 20, 21], 2: [6, 9, 10]}.items():
+        for offset in offsets:
+            batcher.add(partition, offset)
+    batcher.flush()
+    assert sorted((p, runs) for p, runs, _ in written.records) == [
+        (0, ((4, 1),)),
+        (1, ((10, 1), (13, 1), (21, 1))),
+        (2, ((10, 1),)),
+    ]
+    in_flight.clear()
+    batcher.flush()
+    assert sorted((p, runs) for p, runs, _ in written.records[3:]) == [(1, ((11, 2), (20, 1))), (2, ((6, 1), (9, 1)))]
     batcher.close()
