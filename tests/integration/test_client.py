@@ -123,7 +123,7 @@ def test_messages_carry_payload_headers_count_and_deadline(make_config: MakeConf
         received = sorted(receive_all(client, 3), key=lambda m: m.value or b"")
     assert [m.value for m in received] == [b"m0", b"m1", b"m2"]
     assert [m.key for m in received] == [b"k0", b"k1", b"k2"]
-    assert all(m.headers == [("trace", b"t")] and m.redelivery_count == 0 for m in received)
+    assert all(m.headers == (("trace", b"t"),) and m.redelivery_count == 0 for m in received)
     assert all(m.topic == config.queue_topic and m.timestamp_ms > 0 for m in received)
     assert all(9_000 < m.deadline_ms - m.timestamp_ms < 60_000 for m in received)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import pickle
 
 import pytest
@@ -20,7 +21,7 @@ def make(headers: list[tuple[str, bytes | None]] | None = None) -> Message:
 def test_fields_keep_their_names_and_order() -> None:
     msg = make([("trace", b"t")])
     assert Message._fields == FIELDS
-    assert [getattr(msg, name) for name in FIELDS] == [b"v", b"k", "q", 2, 41, 1_000, 1, 31_000, [("trace", b"t")]]
+    assert [getattr(msg, name) for name in FIELDS] == [b"v", b"k", "q", 2, 41, 1_000, 1, 31_000, (("trace", b"t"),)]
     assert msg.marker_key == MarkerKey(2, 41)
 
 
@@ -33,13 +34,19 @@ def test_no_field_can_be_reassigned(name: str) -> None:
         msg.extra = 1  # type: ignore[attr-defined]  # that no new attribute can be added is the point
 
 
-def test_headers_default_to_a_fresh_empty_list() -> None:
-    first, second = make(), make()
-    assert first.headers == [] and first.headers is not second.headers
+def test_headers_are_an_immutable_tuple_so_a_message_holds_no_tracked_object() -> None:
+    first, second = make(), make([("h", b"x")])
+    assert first.headers == () and second.headers == (("h", b"x"),)
+    with pytest.raises(AttributeError):
+        first.headers.append(("h", b"y"))  # type: ignore[attr-defined]  # immutable: no append
+    # one object for the garbage collector to follow per message received, not two (the Message and a list of its own)
+    received = from_records([KafkaMessage(topic="q", partition=0, offset=1, value=b"v", timestamp=(1, 5))], "q", 9)
+    gc.collect()
+    assert not any(gc.is_tracked(field) for field in received[0])
 
 
 def test_built_the_fast_way_it_is_the_same_message() -> None:
-    fast = tuple.__new__(Message, (b"v", b"k", "q", 2, 41, 1_000, 1, 31_000, []))
+    fast = tuple.__new__(Message, (b"v", b"k", "q", 2, 41, 1_000, 1, 31_000, ()))
     assert type(fast) is Message
     assert fast == make()
     assert repr(fast).startswith("Message(value=b'v', key=b'k', topic='q', partition=2, offset=41")
@@ -66,5 +73,5 @@ def test_records_with_and_without_headers_become_messages_and_offsets_by_partiti
         (0, 5, 2),
     ]
     assert all(m.topic == "q" and m.deadline_ms == 99 and m.timestamp_ms == 5 for m in messages)
-    assert messages[1].headers == counted and messages[0].headers == []
+    assert messages[1].headers == tuple(counted) and messages[0].headers == ()
     assert offsets_by_partition(messages) == {1: [7, 8, 9], 0: [3, 5]}
