@@ -9,7 +9,6 @@ host's network). The receivers use a 10 s visibility timeout per receive instead
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,8 +29,7 @@ from dockertools import (
 )
 
 from kmq.embedded import KafkaCluster
-from tests.facade_http import Delivery, ack, send
-from tests.facade_http import receive as receive_for
+from tests.facade_http import leave_one_per_partition, stream_through_a_blow
 from tests.helpers import wait_for
 from tracker.process import metric_samples, owned_partitions
 
@@ -211,10 +209,6 @@ def test_each_container_answers_its_probes_runs_as_10001_and_exits_0_on_docker_s
 # -- messages over HTTP, redelivered by the tracker containers ------------------------------------------------------
 
 
-def receive(http: httpx.Client) -> list[Delivery]:
-    return receive_for(http, VISIBILITY_MS)
-
-
 def split_between(trackers: list[Running]) -> bool:
     owned = [t.owned_partitions() for t in trackers]
     return all(owned) and sorted(p for o in owned for p in o) == list(range(PARTITIONS))
@@ -227,27 +221,11 @@ def redeliveries(tracker: Running) -> float:
 def test_messages_left_unacknowledged_over_http_are_redelivered_by_the_tracker_containers(deployed: Deployed) -> None:
     wait_for(lambda: split_between(deployed.trackers), 60, what="the partitions split between the two trackers")
     with deployed.http() as http:
-        # given 40 messages sent over HTTP, spread over the partitions
-        values = [f"m{i}" for i in range(40)]
-        used_partitions = set(send(http, values))
-        # when they are received, and all but the first of each partition acknowledged
-        left: dict[int, Delivery] = {}
-        seen: set[str] = set()
-        copies: list[Delivery] = []
-        deadline = time.monotonic() + 90
-        while len(seen) < len(values) or len(copies) < len(left):
-            assert time.monotonic() < deadline, f"received {len(seen)} of 40, {len(copies)} copies in 90 s"
-            for delivery in receive(http):
-                if delivery.redelivery_count == 0:
-                    seen.add(delivery.value)
-                    if delivery.partition not in left:
-                        left[delivery.partition] = delivery
-                        continue
-                else:
-                    copies.append(delivery)
-                ack(http, [delivery])
+        # given 40 messages sent over HTTP, spread over the partitions, all but the first of each acknowledged
+        outcome = leave_one_per_partition(http, [f"m{i}" for i in range(40)], VISIBILITY_MS)
+    left, copies = outcome.left, outcome.copies
     # then each unacknowledged one came back once, redelivered by the tracker that owns its partition
-    assert set(left) == used_partitions, "a message left unacknowledged in every partition used"
+    assert set(left) == outcome.used_partitions, "a message left unacknowledged in every partition used"
     assert sorted(c.value for c in copies) == sorted(d.value for d in left.values())
     assert all(c.redelivery_count == 1 for c in copies)
     assert sum(redeliveries(t) for t in deployed.trackers) == len(left)
@@ -259,65 +237,14 @@ def test_messages_left_unacknowledged_over_http_are_redelivered_by_the_tracker_c
 def test_docker_kill_of_a_tracker_mid_stream_the_other_takes_over_and_none_is_lost(deployed: Deployed) -> None:
     a, b = deployed.trackers
     wait_for(lambda: split_between(deployed.trackers), 60, what="the partitions split between the two trackers")
-    owned_by_a = set(a.owned_partitions())
-    batches, per_batch = 20, 10
-    sent: list[str] = []
-    failure: list[Exception] = []
-    killed = threading.Event()
-
-    def stream() -> None:
-        """A batch every 0.2 s over HTTP, before, while and after a tracker is killed."""
-        try:
-            with deployed.http() as http:
-                for batch in range(batches):
-                    values = [f"s{batch}-{i}" for i in range(per_batch)]
-                    send(http, values)
-                    sent.extend(values)
-                    if batch == batches // 2:
-                        killed.wait(60)  # half of the stream after the kill, however slow the receiver is
-                    time.sleep(0.2)  # the stream's pace, not a wait for a condition
-        except Exception as error:  # noqa: BLE001  # re-raised in the test's thread
-            failure.append(error)
-
-    sender = threading.Thread(target=stream, name="http-sender", daemon=True)
-    sender.start()
-    settled: set[str] = set()
-    left_in_a: dict[str, float] = {}  # left unacknowledged in a's partitions before the kill: when
-    copies: list[Delivery] = []
-    killed_at = 0.0
-    try:
-        with deployed.http() as http:
-            deadline = time.monotonic() + 180
-            while sender.is_alive() or settled != set(sent):
-                assert not failure, f"sending failed: {failure[0]!r}"
-                assert time.monotonic() < deadline, f"settled {len(settled)} of {len(sent)} in 180 s"
-                got = receive(http)
-                # some first deliveries are left unacknowledged: a tracker must redeliver them
-                left = [d for d in got if d.redelivery_count == 0 and _left_unacknowledged(d.value)]
-                if not killed.is_set():
-                    left_in_a.update((d.value, time.monotonic()) for d in left if d.partition in owned_by_a)
-                done = [d for d in got if d not in left]
-                ack(http, done)
-                copies += [d for d in done if d.redelivery_count > 0]
-                settled |= {d.value for d in done}
-                if not killed.is_set() and left_in_a and len(settled) >= batches * per_batch // 4:
-                    # mid-stream, with messages of its partitions unacknowledged: a replica vanishes
-                    deployed.engine.docker("kill", a.name)
-                    killed_at = time.monotonic()
-                    killed.set()
-    finally:
-        killed.set()
-        sender.join(30)
-    assert not failure, f"sending failed: {failure[0]!r}"
-    assert len(sent) == batches * per_batch
-    assert settled == set(sent), f"lost: {sorted(set(sent) - settled)}"
+    # mid-stream, with messages of its partitions unacknowledged: a replica vanishes
+    outcome = stream_through_a_blow(
+        deployed.http, lambda: deployed.engine.docker("kill", a.name), set(a.owned_partitions()), VISIBILITY_MS
+    )
+    assert outcome.settled == set(outcome.sent), f"lost: {sorted(set(outcome.sent) - outcome.settled)}"
     assert b.owned_partitions() == list(range(PARTITIONS)), "the survivor owns every partition"
     # a died before their deadline came, so their copies are the survivor's
-    assert killed_at - min(left_in_a.values()) < VISIBILITY_MS / 1000, "killed too late to test the take-over"
-    assert set(left_in_a) <= {c.value for c in copies}
+    left_in_a = outcome.left_with_victim
+    assert outcome.struck_at - min(left_in_a.values()) < VISIBILITY_MS / 1000, "killed too late to test the take-over"
+    assert set(left_in_a) <= {c.value for c in outcome.copies}
     assert deployed.engine.inspect(a.name)["State"]["ExitCode"] == 137
-
-
-def _left_unacknowledged(value: str) -> bool:
-    """All of the first batch (spread over the partitions) and every tenth message after it."""
-    return value.startswith("s0-") or value.endswith("-0")

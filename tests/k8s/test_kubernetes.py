@@ -18,8 +18,7 @@ import httpx
 import pytest
 from kube import PARTITIONS, TEST_TIMEOUT_S, Stack
 
-from tests.facade_http import Delivery, ack, send
-from tests.facade_http import receive as receive_for
+from tests.facade_http import leave_one_per_partition, stream_through_a_blow
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.timeout(TEST_TIMEOUT_S)
@@ -30,10 +29,6 @@ VISIBILITY_MS = 10_000
 RETRY_WINDOW_S = 10.0
 RETRY_INTERVAL_S = 0.1
 STREAM_TIMEOUT_S = 240
-
-
-def receive(http: httpx.Client) -> list[Delivery]:
-    return receive_for(http, VISIBILITY_MS)
 
 
 def http_client(stack: Stack) -> httpx.Client:
@@ -66,27 +61,11 @@ def test_messages_left_unacknowledged_through_the_service_are_redelivered(stack:
     stack.wait_steady()
     before = redeliveries(stack)
     with http_client(stack) as http:
-        values = [f"u{i}" for i in range(40)]
-        used = set(send(http, values))
-        left: dict[int, Delivery] = {}  # the first delivery of each partition stays unacknowledged
-        seen: set[str] = set()
-        copies: list[Delivery] = []
-        deadline = time.monotonic() + 90
-        while len(seen) < len(values) or len(copies) < len(left):
-            assert time.monotonic() < deadline, f"received {len(seen)} of 40 and {len(copies)} copies in 90 s"
-            for delivery in receive(http):
-                if delivery.redelivery_count == 0:
-                    seen.add(delivery.value)
-                    if delivery.partition not in left:
-                        left[delivery.partition] = delivery
-                        continue
-                else:
-                    copies.append(delivery)
-                ack(http, [delivery])
-    assert set(left) == used
-    assert sorted(c.value for c in copies) == sorted(d.value for d in left.values())
-    assert all(c.redelivery_count == 1 for c in copies)
-    assert redeliveries(stack) - before == len(left)
+        outcome = leave_one_per_partition(http, [f"u{i}" for i in range(40)], VISIBILITY_MS)
+    assert set(outcome.left) == outcome.used_partitions
+    assert sorted(c.value for c in outcome.copies) == sorted(d.value for d in outcome.left.values())
+    assert all(c.redelivery_count == 1 for c in outcome.copies)
+    assert redeliveries(stack) - before == len(outcome.left)
 
 
 def test_deleting_the_tracker_pod_that_owns_most_partitions_mid_stream_loses_nothing(stack: Stack) -> None:
@@ -94,56 +73,17 @@ def test_deleting_the_tracker_pod_that_owns_most_partitions_mid_stream_loses_not
     trackers = stack.kube.ready_pods("tracker")
     victim = max(trackers, key=lambda p: len(p.owned_partitions()))
     survivor = next(p for p in trackers if p.name != victim.name)
-    owned_by_victim = set(victim.owned_partitions())
-    batches, per_batch = 20, 10
-    sent: list[str] = []
-    failure: list[Exception] = []
-    deleted = threading.Event()
-
-    def stream() -> None:
-        try:
-            with http_client(stack) as http:
-                for batch in range(batches):
-                    values = [f"d{batch}-{i}" for i in range(per_batch)]
-                    send(http, values)
-                    sent.extend(values)
-                    if batch == batches // 2:
-                        deleted.wait(60)  # half of the stream after the deletion
-                    time.sleep(0.2)  # the stream's pace, not a wait for a condition
-        except Exception as error:  # noqa: BLE001  # re-raised in the test's thread
-            failure.append(error)
-
-    sender = threading.Thread(target=stream, name="http-sender", daemon=True)
-    sender.start()
-    settled: set[str] = set()
-    left_with_victim: dict[str, float] = {}
-    copies: list[Delivery] = []
-    deleted_at = 0.0
-    try:
-        with http_client(stack) as http:
-            deadline = time.monotonic() + STREAM_TIMEOUT_S
-            while sender.is_alive() or settled != set(sent):
-                assert not failure, f"sending failed: {failure[0]!r}"
-                assert time.monotonic() < deadline, f"settled {len(settled)} of {len(sent)} in {STREAM_TIMEOUT_S} s"
-                got = receive(http)
-                left = [d for d in got if d.redelivery_count == 0 and _left_unacknowledged(d.value)]
-                if not deleted.is_set():
-                    left_with_victim.update((d.value, time.monotonic()) for d in left if d.partition in owned_by_victim)
-                done = [d for d in got if d not in left]
-                ack(http, done)
-                copies += [d for d in done if d.redelivery_count > 0]
-                settled |= {d.value for d in done}
-                if not deleted.is_set() and left_with_victim and len(settled) >= batches * per_batch // 4:
-                    stack.kube.run("delete", "pod", victim.name, "--wait=false")
-                    deleted_at = time.monotonic()
-                    deleted.set()
-    finally:
-        deleted.set()
-        sender.join(30)
-    assert not failure, f"sending failed: {failure[0]!r}"
-    assert settled == set(sent), f"lost: {sorted(set(sent) - settled)}"
-    assert deleted_at - min(left_with_victim.values()) < VISIBILITY_MS / 1000, "deleted too late to test a take-over"
-    assert set(left_with_victim) <= {c.value for c in copies}, "the victim's unacknowledged messages came back"
+    outcome = stream_through_a_blow(
+        lambda: http_client(stack),
+        lambda: stack.kube.run("delete", "pod", victim.name, "--wait=false"),
+        set(victim.owned_partitions()),
+        VISIBILITY_MS,
+        STREAM_TIMEOUT_S,
+    )
+    assert outcome.settled == set(outcome.sent), f"lost: {sorted(set(outcome.sent) - outcome.settled)}"
+    left = outcome.left_with_victim
+    assert outcome.struck_at - min(left.values()) < VISIBILITY_MS / 1000, "deleted too late to test a take-over"
+    assert set(left) <= {c.value for c in outcome.copies}, "the victim's unacknowledged messages came back"
     # the Deployment replaced the deleted pod, and the two split the partitions again
     stack.wait_steady()
     names = {p.name for p in stack.kube.ready_pods("tracker")}
@@ -256,11 +196,6 @@ def test_the_disruption_budget_refuses_to_evict_the_last_ready_tracker(stack: St
         kube.run("uncordon", node)
     stack.wait_steady()
     assert sum(len(p.owned_partitions()) for p in kube.ready_pods("tracker")) == PARTITIONS
-
-
-def _left_unacknowledged(value: str) -> bool:
-    """All of the first batch (spread over the partitions) and every tenth message after it."""
-    return value.startswith("d0-") or value.endswith("-0")
 
 
 def _rolled_out(stack: Stack, old_pod: str) -> bool:
