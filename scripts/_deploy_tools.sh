@@ -50,7 +50,7 @@ kmq_build_image() {
 }
 
 # Kubernetes for the cluster tests (tests/k8s, scripts/k8s-up): built once per machine from the Go module proxy
-# (scripts/k8s-build; ~8 minutes on 2 cores, then cached in ~/.cache/kmq/k8s), before pytest so no test waits on it.
+# (scripts/k8s-build; 5-8 minutes on 2 cores, then cached in ~/.cache/kmq/k8s), before pytest so no test waits on it.
 # The cluster needs root: without it the tests skip and say why, except in CI (CI=true), where this fails.
 kmq_build_kubernetes() {
   echo "== Kubernetes (scripts/k8s-build; tests/k8s runs it)"

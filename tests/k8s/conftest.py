@@ -29,7 +29,8 @@ from tests.helpers import unavailable
 REPO = Path(__file__).resolve().parents[2]
 LOCAL_OVERLAY = REPO / "deploy" / "kubernetes" / "overlays" / "local"
 NAMESPACE = "kmq-local"  # the local overlay's
-BRIDGE_ADDRESS = "10.233.0.1"  # scripts/k8s-up's pod bridge: the pods reach the host here
+BRIDGE = "kmq0"  # scripts/k8s-up's pod bridge
+BRIDGE_ADDRESS = "10.233.0.1"  # the host on that bridge: the pods reach it here
 K8S_UP_TIMEOUT_S = 2400  # with a build of Kubernetes on a machine that has none yet (scripts/k8s-build)
 K8S_DOWN_TIMEOUT_S = 300
 
@@ -65,6 +66,18 @@ def cluster() -> Iterator[Cluster]:
             check=False,
         )
         assert down.returncode == 0, f"scripts/k8s-down failed ({down.returncode}):\n{down.stderr}"
+        assert_nothing_left(Path(found.group(1)).parent)
+
+
+def assert_nothing_left(folder: Path) -> None:
+    """After scripts/k8s-down: no process naming the cluster's folder, no mount under it, no folder, no bridge."""
+    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    assert not [m for m in mounts if m.startswith(f"{folder}/")], "mounts left under the cluster's folder"
+    running = subprocess.run(["pgrep", "-f", f"{folder}/"], capture_output=True, text=True, check=False).stdout.split()
+    assert running == [], f"processes left naming {folder}: {running}"
+    assert not folder.exists(), f"{folder} left"
+    bridge = subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True, text=True, check=False)
+    assert bridge.returncode != 0, f"the bridge {BRIDGE} left"
 
 
 @pytest.fixture(scope="module")
