@@ -101,7 +101,7 @@ class EndBatcher:
         meanwhile (their order does not matter); `packed` (sorted) keeps the rest. Cut by range, not by ack: in a busy
         round most of a partition's acks may wait. False when nothing is left to write."""
         assert self._hold is not None
-        ranges = self._hold(partition)
+        ranges = sorted(self._hold(partition))  # ascending by `lo`, which the cut below relies on (a few ranges)
         if not ranges:
             return True
         released: list[int] = []

@@ -4,7 +4,7 @@ producing with back-pressure."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -12,7 +12,7 @@ from confluent_kafka import Message as KafkaMessage
 
 from kmq.config import KafkaValue, KmqConfig
 from kmq.errors import BrokerUnavailableError, KafkaSecurityError
-from kmq.headers import Headers
+from kmq.headers import Header
 
 KafkaSettings = dict[str, KafkaValue]
 
@@ -129,13 +129,16 @@ def produce(
     topic: str,
     value: bytes | None,
     key: bytes | None = None,
-    headers: Headers | None = None,
+    headers: Sequence[Header] | None = None,
     partition: int = ANY_PARTITION,
     on_delivery: DeliveryCallback | None = None,
     timestamp_ms: int = 0,
 ) -> None:
     """Produce one record, serving delivery reports to make room while the local queue is full, and learning of
-    partitions added to `topic` since the producer last read its metadata."""
+    partitions added to `topic` since the producer last read its metadata. `headers` may be any sequence of pairs,
+    such as a received `Message.headers` (a tuple, which confluent-kafka refuses: it is given a list)."""
+    if headers is not None and not isinstance(headers, list):
+        headers = list(headers)
     learned = False
     while True:
         try:

@@ -94,6 +94,8 @@ class EmbeddedKafka:
             raise EmbeddedBrokerError(f"only the kafka backend has a SASL_SSL listener, not {backend}")
         if host is not None and backend != "kafka":
             raise EmbeddedBrokerError(f"only the kafka backend listens on a chosen address, not {backend}")
+        if host is not None and host != HOST and secure:
+            raise EmbeddedBrokerError(f"a secure broker's certificate names 127.0.0.1 only: it cannot listen on {host}")
         port = None if port is None else check_port(port)
         listen_on = HOST if host is None else check_host(host)
         brokers: dict[str, Callable[[int | None], _Broker]] = {

@@ -128,6 +128,24 @@ def test_messages_carry_payload_headers_count_and_deadline(make_config: MakeConf
     assert all(9_000 < m.deadline_ms - m.timestamp_ms < 60_000 for m in received)
 
 
+def test_a_received_message_is_sent_on_as_it_is_headers_and_all(make_config: MakeConfig) -> None:
+    """`Message.headers` is a tuple, which confluent-kafka's produce() refuses: the producer takes any sequence."""
+    config = make_config()
+    send(config, 2)
+    onward = make_config()
+    with KmqClient(config) as client:
+        received = receive_all(client, 2)
+        with KmqProducer(onward) as producer:
+            for msg in received:
+                producer.send(msg.value, msg.key, msg.headers)
+            producer.flush()
+        client.processed_many(received)
+    forwarded = read_topic(onward, onward.queue_topic, 4)
+    assert sorted((r.value, r.key, tuple(r.headers)) for r in forwarded) == sorted(
+        (m.value, m.key, m.headers) for m in received
+    )
+
+
 def test_a_failed_marker_write_commits_nothing_and_raises(cluster: Any) -> None:
     # The markers topic has one partition: START markers for queue partition 1 cannot be written.
     queue = f"t-misaligned-{uuid.uuid4().hex[:8]}"
