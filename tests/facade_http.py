@@ -137,7 +137,8 @@ def stream_through_a_blow(
                 done = [d for d in got if d not in left]
                 ack(http, done)
                 copies += [d for d in done if d.redelivery_count > 0]
-                settled |= {d.value for d in done}
+                # only the stream's values: a late copy of an earlier test's message is acknowledged, not counted
+                settled |= {d.value for d in done if d.value.startswith("s")}
                 if not struck.is_set() and left_with_victim and len(settled) >= batches * per_batch // 4:
                     strike()
                     struck_at = time.monotonic()

@@ -45,28 +45,26 @@ class Cluster:
 def cluster() -> Iterator[Cluster]:
     if sys.platform != "linux" or os.geteuid() != 0:
         unavailable("the Kubernetes tests need root on Linux (scripts/k8s-up runs a kubelet and containerd)")
-    up = subprocess.run(
-        [str(REPO / "scripts" / "k8s-up")], capture_output=True, text=True, timeout=K8S_UP_TIMEOUT_S, check=False
-    )
-    if up.returncode != 0:
-        pytest.fail(f"scripts/k8s-up failed ({up.returncode}):\n{up.stderr[-6000:]}", pytrace=False)
-    found = re.search(r"^export KUBECONFIG=(\S+)$", up.stdout, re.MULTILINE)
-    assert found, f"scripts/k8s-up printed no KUBECONFIG:\n{up.stdout}"
-    try:
+    folder: Path | None = None
+    try:  # k8s-down whatever happens: a k8s-up killed at its timeout leaves its processes behind
+        up = subprocess.run(
+            [str(REPO / "scripts" / "k8s-up")], capture_output=True, text=True, timeout=K8S_UP_TIMEOUT_S, check=False
+        )
+        if up.returncode != 0:
+            pytest.fail(f"scripts/k8s-up failed ({up.returncode}):\n{up.stderr[-6000:]}", pytrace=False)
+        found = re.search(r"^export KUBECONFIG=(\S+)$", up.stdout, re.MULTILINE)
+        assert found, f"scripts/k8s-up printed no KUBECONFIG:\n{up.stdout}"
+        folder = Path(found.group(1)).parent
         build = subprocess.run(
             [str(REPO / "scripts" / "k8s-build")], capture_output=True, text=True, timeout=60, check=True
         )
         yield Cluster(kubectl=str(Path(build.stdout.strip()) / "kubectl"), kubeconfig=found.group(1))
     finally:
-        down = subprocess.run(
-            [str(REPO / "scripts" / "k8s-down")],
-            capture_output=True,
-            text=True,
-            timeout=K8S_DOWN_TIMEOUT_S,
-            check=False,
-        )
+        k8s_down = [str(REPO / "scripts" / "k8s-down"), *([str(folder)] if folder else [])]
+        down = subprocess.run(k8s_down, capture_output=True, text=True, timeout=K8S_DOWN_TIMEOUT_S, check=False)
         assert down.returncode == 0, f"scripts/k8s-down failed ({down.returncode}):\n{down.stderr}"
-        assert_nothing_left(Path(found.group(1)).parent)
+        if folder is not None:
+            assert_nothing_left(folder)
 
 
 def assert_nothing_left(folder: Path) -> None:
