@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import pytest
+import typer
+from click.testing import Result
 from confluent_kafka import Consumer, KafkaError, TopicPartition
+from typer.testing import CliRunner
 
 from kmq.config import KmqConfig
 from kmq.headers import Headers, from_kafka
@@ -126,3 +129,13 @@ def unavailable(reason: str) -> NoReturn:
     if in_ci():
         pytest.fail(f"CI=true: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def run_kmq_broker(*args: str) -> Result:
+    """`kmq broker ARGS` in-process (a typer group, so the command is called by name as under `kmq`)."""
+    from kmq.cli.broker import register
+
+    app = typer.Typer()
+    app.callback()(lambda: None)
+    register(app)
+    return CliRunner().invoke(app, ["broker", *args])

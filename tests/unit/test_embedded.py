@@ -9,10 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from kmq.cli.broker import register
 from kmq.embedded import BACKENDS, EmbeddedKafka, ExternalKafka
 from kmq.embedded._child import ChildProcess
 from kmq.embedded._cluster import cluster_config
@@ -24,6 +21,7 @@ from kmq.embedded._ports import accepts_connections, check_port, free_port, wait
 from kmq.embedded._spawn import guarded
 from kmq.embedded._tansu import tansu_binary
 from kmq.errors import ConfigError, EmbeddedBrokerError
+from tests.helpers import run_kmq_broker
 
 GUARD = Path(__file__).parents[2] / "kmq" / "embedded" / "_guard.py"
 
@@ -173,10 +171,7 @@ def test_a_child_that_ignores_sigterm_is_killed_after_the_deadline_and_its_outpu
 
 
 def test_kmq_broker_refuses_an_unknown_backend_in_one_line() -> None:
-    app = typer.Typer()
-    app.callback()(lambda: None)  # a group, so the command is called by name as under `kmq`
-    register(app)
-    result = CliRunner().invoke(app, ["broker", "--backend", "kraft"])
+    result = run_kmq_broker("--backend", "kraft")
     assert result.exit_code == 2
     assert result.stderr.strip() == "error: --backend: 'kraft' is not a backend: choose kafka, tansu, mock"
 
@@ -199,9 +194,6 @@ def test_a_kafka_node_on_a_chosen_address_binds_and_advertises_it_alone() -> Non
 
 
 def test_kmq_broker_refuses_host_on_a_backend_that_cannot_listen_elsewhere() -> None:
-    app = typer.Typer()
-    app.callback()(lambda: None)
-    register(app)
-    result = CliRunner().invoke(app, ["broker", "--backend", "tansu", "--host", "127.0.0.2"])
+    result = run_kmq_broker("--backend", "tansu", "--host", "127.0.0.2")
     assert result.exit_code == 2
     assert result.stderr.strip() == "error: --host needs --backend kafka; tansu listens on 127.0.0.1 only"

@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from kmq.cli.broker import register
 from kmq.embedded import EmbeddedKafka
 from kmq.embedded._kafka_config import secure_listener, server_properties
 from kmq.errors import EmbeddedBrokerError
+from tests.helpers import run_kmq_broker
 
 
 def properties(text: str) -> dict[str, str]:
@@ -57,9 +55,6 @@ def test_node_control_needs_a_running_kafka_cluster() -> None:
 
 
 def test_kmq_broker_refuses_nodes_on_a_single_broker_backend() -> None:
-    app = typer.Typer()
-    app.callback()(lambda: None)
-    register(app)
-    result = CliRunner().invoke(app, ["broker", "--backend", "tansu", "--nodes", "3"])
+    result = run_kmq_broker("--backend", "tansu", "--nodes", "3")
     assert result.exit_code == 2
     assert result.stderr.strip() == "error: --nodes needs --backend kafka; tansu runs one broker"

@@ -4,11 +4,9 @@ nodes again when due."""
 from __future__ import annotations
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from kmq.cli.broker import register
 from kmq.embedded._node_watch import NodeWatch, Turn, describe_exit
+from tests.helpers import run_kmq_broker
 
 UP = {1: True, 2: True, 3: True}
 
@@ -78,9 +76,6 @@ def test_an_exit_is_described_by_its_code_or_signal(code: int | None, described:
 
 
 def test_restarting_dead_nodes_needs_a_cluster() -> None:
-    app = typer.Typer()
-    app.callback()(lambda: None)
-    register(app)
-    result = CliRunner().invoke(app, ["broker", "--backend", "kafka", "--restart-dead-after", "5"])
+    result = run_kmq_broker("--backend", "kafka", "--restart-dead-after", "5")
     assert result.exit_code == 2
     assert "--restart-dead-after needs --nodes 3" in result.stderr
