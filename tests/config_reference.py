@@ -14,11 +14,11 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from api.config import ApiConfig
 from kmq.config import KmqConfig
 from kmq.embedded import KAFKA_VERSION
 from kmq.settings import env_name
-from tracker.config import ENV_FIELD_PREFIX, TrackerConfig
+from kmq_api.config import ApiConfig
+from kmq_tracker.config import ENV_FIELD_PREFIX, TrackerConfig
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 START = "<!-- config-reference:start (generated: python -m tests.config_reference --write) -->"

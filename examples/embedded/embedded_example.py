@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator
 
 from kmq import KmqClient, KmqConfig, KmqProducer, ensure_topics
-from tracker import TrackerConfig, TrackerService
+from kmq_tracker import TrackerConfig, TrackerService
 
 
 @contextlib.contextmanager

@@ -9,16 +9,10 @@ from __future__ import annotations
 
 import argparse
 import signal
-import sys
 import threading
-from pathlib import Path
 
-# This script is called tracker.py, like the `tracker` package: without its own folder on the import path,
-# `import tracker` below finds the package instead of this file.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from kmq import KmqConfig, TopicMissingError, check_topics, ensure_topics  # noqa: E402
-from tracker import TrackerConfig, TrackerService  # noqa: E402
+from kmq import KmqConfig, TopicMissingError, check_topics, ensure_topics
+from kmq_tracker import TrackerConfig, TrackerService
 
 
 def create_topics_if_missing(config: KmqConfig, partitions: int) -> None:

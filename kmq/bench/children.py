@@ -83,13 +83,13 @@ class Worker:
 
 
 class TrackerChild:
-    """`python -m tracker` for one queue, its probes on a free local port."""
+    """`python -m kmq_tracker` for one queue, its probes on a free local port."""
 
     def __init__(self, config: KmqConfig) -> None:
         port = free_port()
         self.url = f"http://{HOST}:{port}"
         env = {**config.to_env(), "KMQ_TRACKER_HTTP_HOST": HOST, "KMQ_TRACKER_HTTP_PORT": str(port)}
-        argv = [sys.executable, "-m", "tracker", "--log-level", "warning"]
+        argv = [sys.executable, "-m", "kmq_tracker", "--log-level", "warning"]
         self._child = ChildProcess("tracker", argv, env=child_env(env))
 
     def wait_ready(self, timeout_ms: int) -> None:

@@ -39,7 +39,7 @@ def start_trackers(children: Children, config: KmqConfig, count: int) -> list[Se
     for index in range(1, count + 1):
         port = free_port()
         env = {**config.to_env(), "KMQ_TRACKER_HTTP_HOST": LOCALHOST, "KMQ_TRACKER_HTTP_PORT": str(port)}
-        child = children.spawn(f"tracker-{index}", ["-m", "tracker", "--log-level", "info"], env)
+        child = children.spawn(f"tracker-{index}", ["-m", "kmq_tracker", "--log-level", "info"], env)
         trackers.append(Service(child, f"http://{LOCALHOST}:{port}"))
     return trackers
 
@@ -55,7 +55,7 @@ def start_api(children: Children, config: KmqConfig, port: int | None) -> Api:
         "KMQ_API_HOST": LOCALHOST,
         "KMQ_API_PORT": str(port),
     }
-    child = children.spawn("api", ["-m", "api"], env)
+    child = children.spawn("api", ["-m", "kmq_api"], env)
     return Api(Service(child, f"http://{LOCALHOST}:{port}"), api_key)
 
 

@@ -15,8 +15,8 @@ import promql_parser
 import yaml
 from prometheus_client import CollectorRegistry
 
-from api.metrics import ApiMetrics
-from tracker.metrics import TrackerMetrics
+from kmq_api.metrics import ApiMetrics
+from kmq_tracker.metrics import TrackerMetrics
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

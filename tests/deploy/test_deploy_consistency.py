@@ -26,16 +26,16 @@ from deploytools import (
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-import api.cli
-import api.routers.health
-import api.state
-from api.app import create_app
-from api.config import MAX_WAIT_MS, ApiConfig
+import kmq_api.cli
+import kmq_api.routers.health
+import kmq_api.state
 from kmq.config import KmqConfig
 from kmq.settings import env_names
-from tracker.config import TrackerConfig
-from tracker.http import HealthServer
-from tracker.metrics import TrackerMetrics
+from kmq_api.app import create_app
+from kmq_api.config import MAX_WAIT_MS, ApiConfig
+from kmq_tracker.config import TrackerConfig
+from kmq_tracker.http import HealthServer
+from kmq_tracker.metrics import TrackerMetrics
 
 KMQ_TREES = ("dev", "prod")
 
@@ -263,11 +263,11 @@ def test_grace_periods_cover_the_services_shutdown(
     api_env = pod_environment(resources, api_deployment)
     write_s = int(api_env["KMQ_API_WRITE_TIMEOUT_MS"]) / 1000
     # The lifespan closes (flushes) the served queues one after the other.
-    closing_s = api.state.CLOSE_TIMEOUT_S * len(api_env["KMQ_API_QUEUES"].split(","))
+    closing_s = kmq_api.state.CLOSE_TIMEOUT_S * len(api_env["KMQ_API_QUEUES"].split(","))
     api_needs_s = pre_stop_s + MAX_WAIT_MS / 1000 + write_s + closing_s
     assert pod_spec(api_deployment)["terminationGracePeriodSeconds"] >= api_needs_s
     # `kmq api` gives up on its stop (exit 1) after all that, before Kubernetes kills it.
-    stop_s = api.cli.STOP_TIMEOUT_MS / 1000
+    stop_s = kmq_api.cli.STOP_TIMEOUT_MS / 1000
     assert api_needs_s - pre_stop_s <= stop_s < pod_spec(api_deployment)["terminationGracePeriodSeconds"] - pre_stop_s
 
 
@@ -276,7 +276,7 @@ def test_api_readiness_timeout_covers_its_topic_checks(rendered: dict[str, list[
         deployment = one(rendered[tree], "Deployment", "kmq-api")
         queues = pod_environment(rendered[tree], deployment)["KMQ_API_QUEUES"].split(",")
         timeout_s = container(deployment)["readinessProbe"]["timeoutSeconds"]
-        assert timeout_s > api.routers.health.READY_TIMEOUT_S * len(queues)
+        assert timeout_s > kmq_api.routers.health.READY_TIMEOUT_S * len(queues)
 
 
 # -- Kafka topics and credentials -----------------------------------------------------------------------------------

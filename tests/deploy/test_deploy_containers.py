@@ -29,9 +29,9 @@ from dockertools import (
 )
 
 from kmq.embedded import KafkaCluster
+from kmq_tracker.process import metric_samples, owned_partitions
 from tests.facade_http import leave_one_per_partition, stream_through_a_blow
 from tests.helpers import wait_for
-from tracker.process import metric_samples, owned_partitions
 
 # The first test to use `engine` may build the image from scratch (scripts/image: up to IMAGE_BUILD_TIMEOUT_S).
 pytestmark = pytest.mark.timeout(IMAGE_BUILD_TIMEOUT_S + 300)

@@ -117,10 +117,10 @@ def test_the_wheel_builds_from_the_context_alone(context_files: list[str], tmp_p
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         entry_points = next(archive.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
-    for package in ("kmq/cli/__init__.py", "tracker/cli.py", "api/cli.py", "kmq/py.typed"):
+    for package in ("kmq/cli/__init__.py", "kmq_tracker/cli.py", "kmq_api/cli.py", "kmq/py.typed"):
         assert package in names, package
     assert "kmq = kmq.cli:main" in entry_points
-    assert "tracker = tracker.cli:register" in entry_points and "api = api.cli:register" in entry_points
+    assert "tracker = kmq_tracker.cli:register" in entry_points and "api = kmq_api.cli:register" in entry_points
 
 
 @pytest.mark.parametrize("command", [[], ["tracker"], ["api"]], ids=["kmq", "kmq tracker", "kmq api"])

@@ -40,7 +40,7 @@ class Flow:
         self.spawned += 1
         port = free_port()
         env = {**self.config.to_env(), "KMQ_TRACKER_HTTP_HOST": LOCALHOST, "KMQ_TRACKER_HTTP_PORT": str(port)}
-        child = self.children.spawn(f"tracker-{self.spawned}", ["-m", "tracker", "--log-level", "info"], env)
+        child = self.children.spawn(f"tracker-{self.spawned}", ["-m", "kmq_tracker", "--log-level", "info"], env)
         service = Service(child, f"http://{LOCALHOST}:{port}")
         self.trackers.append(service)
         return service

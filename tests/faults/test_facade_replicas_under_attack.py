@@ -1,4 +1,4 @@
-"""The REST facade as deployed (two `python -m api` replicas) under hostile clients (issue 15, fault tests): keys
+"""The REST facade as deployed (two `python -m kmq_api` replicas) under hostile clients (issue 15, fault tests): keys
 that almost match, forged and tampered receipts, and receipts replayed at another replica, after a restart and
 all at once. Nothing is ever acted on twice; the markers topic shows it."""
 
@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
-from api.receipts import Receipt, ReceiptSigner
 from kmq.config import KmqConfig
 from kmq.demo.processes import Children
 from kmq.demo.services import LOCALHOST, Service, free_port, wait_ready
 from kmq.markers import EndMarker, MarkerKey, StartMarker
+from kmq_api.receipts import Receipt, ReceiptSigner
 from tests.helpers import read_topic, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
@@ -50,7 +50,7 @@ def start_replica(children: Children, config: KmqConfig, name: str) -> Service:
         "KMQ_API_HOST": LOCALHOST,
         "KMQ_API_PORT": str(port),
     }
-    return Service(children.spawn(name, ["-m", "api"], env), f"http://{LOCALHOST}:{port}")
+    return Service(children.spawn(name, ["-m", "kmq_api"], env), f"http://{LOCALHOST}:{port}")
 
 
 def post(service: Service, config: KmqConfig, action: str, body: dict[str, Any], **headers: str) -> httpx.Response:

@@ -25,11 +25,11 @@ from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.markers import MarkerKey
 from kmq.producer import KmqProducer, OutgoingMessage
+from kmq_tracker.reader import QueueReader, ReadResult
+from kmq_tracker.redeliverer import Redelivered, Redeliverer
+from kmq_tracker.service import TrackerService
 from tests.helpers import read_topic, wait_for
 from tests.integration.test_tracker_e2e import pending, receive, running_tracker
-from tracker.reader import QueueReader, ReadResult
-from tracker.redeliverer import Redelivered, Redeliverer
-from tracker.service import TrackerService
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 MakeConfig = Callable[..., KmqConfig]

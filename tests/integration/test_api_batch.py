@@ -10,17 +10,17 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.receipts import Receipt, ReceiptSigner
-from api.settlements import HEADER, Note
-from api.state import ApiState
 from kmq.batch_markers import BatchEnd, BatchStart, decode_batch_marker, is_batch_value, offsets_in
 from kmq.config import KmqConfig
 from kmq.markers import MarkerKey
+from kmq_api.app import create_app
+from kmq_api.receipts import Receipt, ReceiptSigner
+from kmq_api.settlements import HEADER, Note
+from kmq_api.state import ApiState
+from kmq_tracker import TrackerConfig, TrackerService
 from tests.helpers import Record, read_topic, wait_for
 from tests.integration.test_api_endpoints import AUTH, SECRET, api_config, receive, send, settle
 from tests.integration.test_api_hostile import conflict
-from tracker import TrackerConfig, TrackerService
 
 MakeConfig = Callable[..., KmqConfig]
 

@@ -1,9 +1,9 @@
-"""`python -m api.bench` end to end, small: uvicorn in a child process, driven over HTTP, every message acked."""
+"""`python -m kmq_api.bench` end to end, small: uvicorn in a child process, driven over HTTP, every message acked."""
 
 from __future__ import annotations
 
-from api.bench import run_benchmark
 from kmq.embedded import KafkaCluster
+from kmq_api.bench import run_benchmark
 
 
 def test_the_benchmark_sends_receives_and_acks_every_message_over_http(kafka: KafkaCluster) -> None:

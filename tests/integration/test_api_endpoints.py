@@ -13,11 +13,11 @@ from confluent_kafka import Producer
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from api.app import create_app
-from api.config import ApiConfig
-from api.receipts import Receipt, ReceiptSigner
 from kmq.config import KmqConfig
 from kmq.markers import EndMarker, MarkerKey, StartMarker
+from kmq_api.app import create_app
+from kmq_api.config import ApiConfig
+from kmq_api.receipts import Receipt, ReceiptSigner
 from tests.helpers import Record, read_topic, wait_for
 
 SECRET = "receipt-secret-for-the-api-tests!"

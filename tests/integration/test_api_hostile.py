@@ -10,13 +10,13 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from api.receipts import Receipt, ReceiptSigner
-from api.state import ApiState
 from kmq import admin
 from kmq.config import KmqConfig
 from kmq.embedded import KafkaCluster
 from kmq.markers import EndMarker, MarkerKey, StartMarker
+from kmq_api.app import create_app
+from kmq_api.receipts import Receipt, ReceiptSigner
+from kmq_api.state import ApiState
 from tests.helpers import wait_for
 from tests.integration.test_api_endpoints import (
     AUTH,

@@ -11,13 +11,13 @@ from confluent_kafka import KafkaError, Producer
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from api import delivery as api_delivery
-from api.app import create_app
-from api.config import ApiConfig
 from kmq.config import KmqConfig
 from kmq.embedded import EmbeddedKafka, KafkaCluster
 from kmq.errors import TopicMismatchError, TopicMissingError
 from kmq.markers import MarkerKey, StartMarker
+from kmq_api import delivery as api_delivery
+from kmq_api.app import create_app
+from kmq_api.config import ApiConfig
 from tests.conftest import backend_under_test
 from tests.helpers import read_topic, wait_for
 

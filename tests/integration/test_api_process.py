@@ -1,4 +1,4 @@
-"""`python -m api` as a process, configured from KMQ_* variables: serves, then stops cleanly on SIGTERM."""
+"""`python -m kmq_api` as a process, configured from KMQ_* variables: serves, then stops cleanly on SIGTERM."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def test_python_m_api_serves_from_the_environment_and_stops_on_sigterm(make_conf
         }
     )
     child = subprocess.Popen(
-        [sys.executable, "-m", "api", "--log-level", "warning"],
+        [sys.executable, "-m", "kmq_api", "--log-level", "warning"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -58,7 +58,7 @@ def test_python_m_api_serves_from_the_environment_and_stops_on_sigterm(make_conf
     )
     base_url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(lambda: _ready(base_url, child), timeout_s=30, what="python -m api to be ready")
+        wait_for(lambda: _ready(base_url, child), timeout_s=30, what="python -m kmq_api to be ready")
         headers = {"Authorization": "Bearer process-key"}
         with httpx.Client(base_url=f"{base_url}/v1/queues/{queue.queue_topic}", headers=headers) as http:
             assert http.post("/messages", json={"messages": [{"value": "over HTTP"}]}).status_code == 200

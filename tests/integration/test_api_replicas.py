@@ -11,14 +11,14 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from api.app import create_app
-from api.config import ApiConfig
 from kmq.batch_markers import BatchEnd
 from kmq.config import KmqConfig
 from kmq.markers import MarkerKey
+from kmq_api.app import create_app
+from kmq_api.config import ApiConfig
+from kmq_tracker.config import TrackerConfig
+from kmq_tracker.service import TrackerService
 from tests.helpers import read_topic, wait_for
-from tracker.config import TrackerConfig
-from tracker.service import TrackerService
 
 SECRET = "a-secret-every-replica-shares-0123"
 AUTH = {"Authorization": "Bearer replica-key"}
@@ -70,7 +70,7 @@ def test_a_receipt_issued_by_one_replica_is_acked_through_another(queue: KmqConf
 def test_a_replica_without_receivers_leaves_the_group_to_the_others(
     queue: KmqConfig, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="api.served")
+    caplog.set_level(logging.INFO, logger="kmq_api.served")
     left = f"leaving group {queue.group_id}"
     with replica(queue, receiver_idle_ms=300) as idle, replica(queue) as busy:
         idle.post(f"/v1/queues/{queue.queue_topic}/messages", json={"messages": [{"value": "first"}]})

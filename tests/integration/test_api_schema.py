@@ -20,10 +20,10 @@ from pydantic import SecretStr
 from schemathesis import GenerationMode
 from schemathesis.schemas import BaseSchema
 
-from api.app import create_app
-from api.config import ApiConfig
 from kmq.config import KmqConfig
 from kmq.embedded import KafkaCluster
+from kmq_api.app import create_app
+from kmq_api.config import ApiConfig
 from tests.helpers import wait_for
 
 KEY = "schema-test-key"

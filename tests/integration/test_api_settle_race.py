@@ -15,9 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from kmq.config import KmqConfig
+from kmq_tracker.config import TrackerConfig
+from kmq_tracker.service import TrackerService
 from tests.integration.test_api_replicas import receive, replica
-from tracker.config import TrackerConfig
-from tracker.service import TrackerService
 
 pytestmark = pytest.mark.integration
 MakeConfig = Callable[..., KmqConfig]

@@ -23,16 +23,16 @@ from confluent_kafka.admin import AdminClient
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from api.app import create_app
-from api.config import ApiConfig
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.embedded import EmbeddedKafka
 from kmq.errors import KmqError
 from kmq.kafka import admin_settings
 from kmq.producer import KmqProducer, OutgoingMessage
+from kmq_api.app import create_app
+from kmq_api.config import ApiConfig
+from kmq_tracker import TrackerConfig, TrackerService
 from tests.helpers import committed_offsets, read_topic, wait_for
-from tracker import TrackerConfig, TrackerService
 
 # The tests' own bounded waits (120 s before the fault, the 20 s pause, 180 s after it, up to 60 s to stop the flow)
 # exceed the suite's 300 s per test: a slow run must end on its own deadline, which prints the diagnosis.

@@ -17,16 +17,16 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from api.app import create_app
-from api.config import ApiConfig
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.embedded import EmbeddedKafka
 from kmq.errors import KmqError
 from kmq.producer import KmqProducer, OutgoingMessage
+from kmq_api.app import create_app
+from kmq_api.config import ApiConfig
+from kmq_tracker import TrackerConfig, TrackerService
 from tests.conftest import backend_under_test, external_cluster_requested
 from tests.helpers import wait_for
-from tracker import TrackerConfig, TrackerService
 
 MESSAGES = 3000
 HTTP_MESSAGES = 50

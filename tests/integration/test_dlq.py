@@ -174,7 +174,7 @@ def test_dead_letter_endpoints_behind_the_api_key(make_config: MakeConfig) -> No
 
 
 def _app(config: KmqConfig) -> Any:
-    from api.app import create_app
+    from kmq_api.app import create_app
 
     return create_app(api_config(config))
 

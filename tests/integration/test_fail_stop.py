@@ -179,8 +179,8 @@ def test_an_async_worker_whose_task_dies_stops_and_says_which(
 def test_a_tracker_whose_loop_dies_leaves_its_group_and_exits_non_zero(make_config: MakeConfig, tmp_path: Path) -> None:
     config = make_config(partitions=2)
     group = f"{config.markers_topic}__tracker"
-    command = ["tracker.cli", "main", "--http-port", str(free_port()), "--http-host", "127.0.0.1"]
-    with faulty(tmp_path, "tracker.loop:Loop.turn", command, config.to_env()) as (child, trigger):
+    command = ["kmq_tracker.cli", "main", "--http-port", str(free_port()), "--http-host", "127.0.0.1"]
+    with faulty(tmp_path, "kmq_tracker.loop:Loop.turn", command, config.to_env()) as (child, trigger):
         wait_for(lambda: group_members(config, group) == 1, 30, what="the tracker in its group")
         trigger.touch()
         code = child.wait(EXIT_S)
@@ -193,8 +193,8 @@ def test_a_tracker_whose_loop_dies_leaves_its_group_and_exits_non_zero(make_conf
 @pytest.mark.parametrize(
     "target",
     [
-        "api.settle_view:SettleView._read",  # the thread reading settles back
-        "api.served:ServedQueue.leave_if_idle",  # the housekeeping task
+        "kmq_api.settle_view:SettleView._read",  # the thread reading settles back
+        "kmq_api.served:ServedQueue.leave_if_idle",  # the housekeeping task
     ],
 )
 def test_a_facade_whose_background_work_dies_stops_and_exits_non_zero(
@@ -216,7 +216,7 @@ def test_a_facade_whose_background_work_dies_stops_and_exits_non_zero(
         }
     )
     base = f"http://127.0.0.1:{port}"
-    with faulty(tmp_path, target, ["api.cli", "main", "--log-level", "info"], env) as (child, trigger):
+    with faulty(tmp_path, target, ["kmq_api.cli", "main", "--log-level", "info"], env) as (child, trigger):
         wait_for(lambda: _status(f"{base}/readyz") == 200, 30, what="the API ready")
         # a receive joins the queue's worker group through this replica
         headers = {"Authorization": "Bearer fault-key"}

@@ -16,10 +16,10 @@ from kmq.embedded import KafkaCluster
 from kmq.errors import ConfigError
 from kmq.message import Message
 from kmq.producer import KmqProducer, OutgoingMessage
+from kmq_tracker import TrackerConfig, TrackerService
 from tests.conftest import MakeConfig
 from tests.helpers import wait_for
 from tests.integration.test_api_replicas import receive, replica, statuses
-from tracker import TrackerConfig, TrackerService
 
 FAST_METADATA = {"topic.metadata.refresh.interval.ms": 500}
 

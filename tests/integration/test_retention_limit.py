@@ -12,13 +12,13 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 from fastapi.testclient import TestClient
 
-from api.app import create_app
 from kmq import retention
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.errors import DurationTooLongError
 from kmq.markers import MarkerKey
 from kmq.retention import RetentionLimit
+from kmq_api.app import create_app
 from tests.helpers import read_topic
 from tests.integration.test_api_endpoints import AUTH, api_config, url
 

@@ -15,8 +15,6 @@ from fastapi.testclient import TestClient
 from prometheus_client import generate_latest
 from pydantic import SecretStr
 
-from api.app import create_app
-from api.config import ApiConfig
 from kmq.client import KmqClient
 from kmq.embedded import EmbeddedKafka
 from kmq.embedded._jvm import java_binary
@@ -24,9 +22,11 @@ from kmq.embedded._tls import make_ca
 from kmq.errors import KafkaSecurityError, MarkerWriteError
 from kmq.producer import KmqProducer, OutgoingMessage
 from kmq.spark.positions import QueuePositions
+from kmq_api.app import create_app
+from kmq_api.config import ApiConfig
+from kmq_tracker import TrackerConfig, TrackerService
 from tests.helpers import wait_for
 from tests.secure_kafka import APP_PASSWORD, grant, grant_queue, new_queue
-from tracker import TrackerConfig, TrackerService
 
 AUTH = {"Authorization": "Bearer security-key"}
 

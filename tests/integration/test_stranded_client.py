@@ -16,15 +16,15 @@ import pytest
 from confluent_kafka import Producer
 from fastapi.testclient import TestClient
 
-from api import ApiConfig, create_app
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.embedded import KafkaCluster
 from kmq.errors import KafkaUnavailableError
+from kmq_api import ApiConfig, create_app
+from kmq_tracker.config import TrackerConfig
+from kmq_tracker.service import TrackerService
 from tests.conftest import external_cluster_requested, unique_topic
 from tests.metadata_proxy import MetadataProxy
-from tracker.config import TrackerConfig
-from tracker.service import TrackerService
 
 UNAVAILABLE_AFTER_MS = 3_000
 WAIT_S = 60.0  # every wait here is bounded by this, far above the 3 s the client is given

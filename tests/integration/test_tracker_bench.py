@@ -1,4 +1,4 @@
-"""The tracker benchmark runs end to end on small numbers (its figures are measured by `python -m tracker.bench`)."""
+"""The tracker benchmark runs end to end on small numbers (`python -m kmq_tracker.bench` measures its figures)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kmq.embedded import KafkaCluster
-from tracker.bench import run_benchmark
+from kmq_tracker.bench import run_benchmark
 
 # kmq: a START per key and an END per ended key; batch: per partition a BATCH START per 500 offsets (4 x 2), and a
 # BATCH END for those with ended offsets (the evenly spread ones all fall on partition 1: 4).

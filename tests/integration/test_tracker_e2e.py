@@ -21,9 +21,9 @@ from kmq.errors import TopicMismatchError
 from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq.message import Message
 from kmq.producer import KmqProducer, OutgoingMessage
+from kmq_tracker import TrackerConfig, TrackerService
 from tests.helpers import read_topic, wait_for
 from tests.integration.marker_formats import with_marker_format
-from tracker import TrackerConfig, TrackerService
 
 pytestmark = pytest.mark.integration
 MakeConfig = Callable[..., KmqConfig]

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kmq.config import KmqConfig
+from kmq_tracker.config import TrackerConfig
+from kmq_tracker.reader import QueueReader
 from tests.integration.test_client import send
-from tracker.config import TrackerConfig
-from tracker.reader import QueueReader
 
 MakeConfig = Callable[..., KmqConfig]
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from kmq.producer import KmqProducer, OutgoingMessage
+from kmq_tracker.config import TrackerConfig
+from kmq_tracker.reader import QueueReader
 from tests.conftest import MakeConfig
-from tracker.config import TrackerConfig
-from tracker.reader import QueueReader
 
 
 def test_reads_of_separate_runs_do_not_wait_for_the_fetch_parked_at_the_end(make_config: MakeConfig) -> None:

@@ -1,4 +1,4 @@
-"""Tracker replicas as child processes (`python -m tracker`): they split the partitions, and survive each other."""
+"""Tracker replicas as child processes (`python -m kmq_tracker`): they split the partitions, and survive each other."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.message import Message
 from kmq.producer import KmqProducer, OutgoingMessage
+from kmq_tracker import TrackerConfig
+from kmq_tracker.process import TrackerProcess
 from tests.helpers import wait_for
 from tests.integration.marker_formats import FORMATS, with_marker_format
-from tracker import TrackerConfig
-from tracker.process import TrackerProcess
 
 pytestmark = pytest.mark.integration
 MakeConfig = Callable[..., KmqConfig]

@@ -16,9 +16,9 @@ from kmq.config import KmqConfig
 from kmq.markers import MarkerKey
 from kmq.message import Message
 from kmq.producer import KmqProducer, OutgoingMessage
+from kmq_tracker import TrackerConfig, TrackerService
 from tests.helpers import read_topic, wait_for
 from tests.integration.marker_formats import FORMATS, pending_tail, with_marker_format
-from tracker import TrackerConfig, TrackerService
 
 pytestmark = pytest.mark.integration
 MakeConfig = Callable[..., KmqConfig]

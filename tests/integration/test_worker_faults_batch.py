@@ -16,9 +16,9 @@ import pytest
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.producer import KmqProducer, OutgoingMessage
+from kmq_tracker import TrackerConfig, TrackerService
 from tests.helpers import committed_offsets, wait_for
 from tests.integration.test_client_batch import ended
-from tracker import TrackerConfig, TrackerService
 
 MakeConfig = Callable[..., KmqConfig]
 COUNT = 40

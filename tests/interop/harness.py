@@ -15,7 +15,7 @@ from kmq.config import KmqConfig
 from kmq.embedded._child import ChildProcess
 from kmq.jvm import JvmKmq, expect_line, stop
 from kmq.producer import KmqProducer, OutgoingMessage
-from tracker import TrackerConfig, TrackerService
+from kmq_tracker import TrackerConfig, TrackerService
 
 START_TIMEOUT_MS = 60_000  # a JVM start compiles Interop.java first: seconds on a busy 2-core machine
 

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 
 from kmq.embedded import EmbeddedKafka
+from kmq_tracker.process import metric_samples, owned_partitions
 from tests.helpers import wait_for
-from tracker.process import metric_samples, owned_partitions
 
 KUBECTL_TIMEOUT_S = 120
 TRACKER_PORT = 9095  # the base's KMQ_TRACKER_HTTP_PORT and the tracker container's port

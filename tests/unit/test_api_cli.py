@@ -1,4 +1,4 @@
-"""`python -m api` and `kmq api` without a broker: help, and a one-line error naming a missing setting."""
+"""`python -m kmq_api` and `kmq api` without a broker: help, and a one-line error naming a missing setting."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from api.config import ApiConfig
+from kmq_api.config import ApiConfig
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -18,7 +18,7 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     )
 
 
-@pytest.mark.parametrize("command", [["-m", "api"], ["-c", "from kmq.cli import main; main()", "api"]])
+@pytest.mark.parametrize("command", [["-m", "kmq_api"], ["-c", "from kmq.cli import main; main()", "api"]])
 def test_help_names_the_settings(command: list[str]) -> None:
     result = run(*command, "--help")
     assert result.returncode == 0, result.stderr
@@ -39,7 +39,7 @@ def test_help_names_the_settings(command: list[str]) -> None:
     ],
 )
 def test_a_missing_or_bad_setting_is_a_one_line_error(env: dict[str, str], named: str) -> None:
-    result = run("-m", "api", env={"KMQ_BOOTSTRAP_SERVERS": "localhost:9", **env})
+    result = run("-m", "kmq_api", env={"KMQ_BOOTSTRAP_SERVERS": "localhost:9", **env})
     assert result.returncode == 1
     assert named in result.stderr
     assert "Traceback" not in result.stderr
@@ -47,13 +47,13 @@ def test_a_missing_or_bad_setting_is_a_one_line_error(env: dict[str, str], named
 
 def test_an_unknown_log_level_is_a_one_line_error() -> None:
     settings = {"KMQ_API_QUEUES": "orders", "KMQ_API_KEYS": "k", "KMQ_API_RECEIPT_SECRET": "s" * 32}
-    result = run("-m", "api", "--log-level", "verbose", env={"KMQ_BOOTSTRAP_SERVERS": "localhost:9", **settings})
+    result = run("-m", "kmq_api", "--log-level", "verbose", env={"KMQ_BOOTSTRAP_SERVERS": "localhost:9", **settings})
     assert result.returncode == 1
     assert "--log-level" in result.stderr and "'verbose'" in result.stderr
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("command", [["-m", "api"], ["-c", "from kmq.cli import main; main()", "api"]])
+@pytest.mark.parametrize("command", [["-m", "kmq_api"], ["-c", "from kmq.cli import main; main()", "api"]])
 def test_an_unreachable_broker_given_by_flag_is_a_one_line_error(command: list[str]) -> None:
     settings = {"KMQ_API_QUEUES": "jobs", "KMQ_API_KEYS": "k", "KMQ_API_RECEIPT_SECRET": "s" * 32}
     result = run(*command, "-b", "localhost:1", env={"KMQ_METADATA_TIMEOUT_MS": "2000", **settings})

@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from api.codec import UndecodableError, to_payload, to_received
-from api.models import OutgoingMessage, ReceivedMessage
 from kmq import headers as h
 from kmq.message import Message
+from kmq_api.codec import UndecodableError, to_payload, to_received
+from kmq_api.models import OutgoingMessage, ReceivedMessage
 
 
 def _message(value: bytes | None, key: bytes | None = None, headers: h.Headers | None = None) -> Message:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from api.config import ApiConfig
 from kmq.config import KmqConfig
 from kmq.errors import ConfigError
+from kmq_api.config import ApiConfig
 
 SECRET = "k" * 32
 

@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from api.delivery import AsyncProducer
 from kmq.config import KmqConfig
+from kmq_api.delivery import AsyncProducer
 from tests.helpers import wait_for
 
 

@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from api.limits import BodyLimitMiddleware
+from kmq_api.limits import BodyLimitMiddleware
 
 LIMIT = 100
 

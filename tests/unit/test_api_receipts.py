@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.receipts import MAX_TOKEN_LENGTH, Receipt, ReceiptSigner, Refusal
 from kmq.markers import MarkerKey
+from kmq_api.receipts import MAX_TOKEN_LENGTH, Receipt, ReceiptSigner, Refusal
 
 SECRET = b"s" * 32
 QUEUE = "orders"

@@ -8,11 +8,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from api.codec import to_received
-from api.models import ReceiptResult, ReceivedMessage, ReceiveResponse, SettleResponse
-from api.responses import JsonBytes, receipt_result
 from kmq import headers as h
 from kmq.message import Message
+from kmq_api.codec import to_received
+from kmq_api.models import ReceiptResult, ReceivedMessage, ReceiveResponse, SettleResponse
+from kmq_api.responses import JsonBytes, receipt_result
 
 
 def same_as_model(content: dict[str, object], model: type[BaseModel]) -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.receipts import Receipt
-from api.settle_markers import Write, plan
-from api.settle_view import noted_runs
-from api.settlements import HEADER, Note
 from kmq.batch_markers import BatchEnd, decode_batch_marker, offsets_in
 from kmq.config import KmqConfig
 from kmq.markers import EndMarker, MarkerKey, StartMarker
+from kmq_api.receipts import Receipt
+from kmq_api.settle_markers import Write, plan
+from kmq_api.settle_view import noted_runs
+from kmq_api.settlements import HEADER, Note
 
 
 def config(marker_format: str) -> KmqConfig:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from api.settle_view import resume_offsets
-from api.settlements import RETAIN_MS, Note, Settlements
 from kmq.batch_markers import runs_of
+from kmq_api.settle_view import resume_offsets
+from kmq_api.settlements import RETAIN_MS, Note, Settlements
 
 
 @given(st.sampled_from(["ack", "nack", "extend"]), st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1))

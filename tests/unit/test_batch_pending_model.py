@@ -14,10 +14,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from kmq.batch_markers import BatchEnd, BatchStart, offsets_in, runs_of
 from kmq.markers import EndMarker, MarkerKey, StartMarker
-from tracker.mixed_pending import MixedPending
-from tracker.pacing import Backoff
-from tracker.partition import PartitionState
-from tracker.pending import PendingSet
+from kmq_tracker.mixed_pending import MixedPending
+from kmq_tracker.pacing import Backoff
+from kmq_tracker.partition import PartitionState
+from kmq_tracker.pending import PendingSet
 
 _OFFSETS = st.integers(min_value=0, max_value=40)
 _SETS = st.sets(_OFFSETS, min_size=1, max_size=25)

@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("kmq", "api", "tracker")
+SOURCE_ROOTS = (ROOT, ROOT / "api", ROOT / "tracker")  # each holds one import package: kmq, kmq_api, kmq_tracker
+PACKAGES = ("kmq", "kmq_api", "kmq_tracker")
 
 
 def _module_names() -> dict[str, Path]:
     modules: dict[str, Path] = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            parts = path.relative_to(ROOT).with_suffix("").parts
+    for source_root, package in zip(SOURCE_ROOTS, PACKAGES, strict=True):
+        for path in (source_root / package).rglob("*.py"):
+            parts = path.relative_to(source_root).with_suffix("").parts
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
             modules[name] = path
     return modules

@@ -53,7 +53,7 @@ def test_kmq_api_refuses_an_unknown_format_in_one_line() -> None:
         }
     )
     result = subprocess.run(
-        [sys.executable, "-m", "api", "--marker-format", "avro"],
+        [sys.executable, "-m", "kmq_api", "--marker-format", "avro"],
         env=env,
         capture_output=True,
         text=True,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.pending import PendingSet
+from kmq_tracker.pending import PendingSet
 
 _TIMEOUT_MS = 30_000
 _INT64_MAX = 2**63 - 1

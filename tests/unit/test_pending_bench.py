@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracker.bench_pending import main, run
+from kmq_tracker.bench_pending import main, run
 
 # The tracker's budget is 1 M pending messages in 150 MB; 100 000 keeps this test to a couple of seconds.
 _COUNT = 100_000

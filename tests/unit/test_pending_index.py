@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from tracker._index import Row, SortedRows
+from kmq_tracker._index import Row, SortedRows
 
 _VALUES = st.integers(min_value=-3, max_value=5)
 _INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)

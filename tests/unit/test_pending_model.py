@@ -6,7 +6,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from tracker.pending import PendingSet
+from kmq_tracker.pending import PendingSet
 
 # Few keys, markers and deadlines, so that replacements, ties and stale STARTs are frequent.
 _KEYS = st.integers(min_value=0, max_value=24)

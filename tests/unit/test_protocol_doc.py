@@ -9,13 +9,13 @@ import ast
 import re
 from pathlib import Path
 
-from api import settlements
 from kmq import headers
 from kmq.batch_markers import BatchEnd, BatchStart
 from kmq.config import KmqConfig
 from kmq.dlq import records
 from kmq.markers import EndMarker, StartMarker
-from tracker.config import TrackerConfig
+from kmq_api import settlements
+from kmq_tracker.config import TrackerConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "PROTOCOL.md").read_text()

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 
-from api.config import ApiConfig
 from kmq.config import KmqConfig
 from kmq.settings import env_names
+from kmq_api.config import ApiConfig
+from kmq_tracker.config import TrackerConfig
 from tests.config_reference import README, readme_block, render
-from tracker.config import TrackerConfig
 
 ROOT = README.parent
 SOURCES = [*ROOT.glob("kmq/**/*.py"), *ROOT.glob("tracker/**/*.py"), *ROOT.glob("api/**/*.py")]

@@ -1,4 +1,4 @@
-"""`kmq tracker` / `python -m tracker`: registration, help, and configuration errors that name the setting."""
+"""`kmq tracker` / `python -m kmq_tracker`: registration, help, and configuration errors that name the setting."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import typer
 from typer.testing import CliRunner
 
 from kmq.cli._app import _register_all, app
-from tracker.cli import tracker
-from tracker.config import TrackerConfig
+from kmq_tracker.cli import tracker
+from kmq_tracker.config import TrackerConfig
 
 runner = CliRunner()
 
@@ -75,14 +75,14 @@ def test_flags_name_the_setting_too(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_python_m_tracker_fails_cleanly_without_configuration() -> None:
     env = {"PATH": "/usr/bin:/bin"}  # no KMQ_* at all
     done = subprocess.run(
-        [sys.executable, "-m", "tracker"], env=env, capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-m", "kmq_tracker"], env=env, capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 1
     assert "KMQ_BOOTSTRAP_SERVERS" in done.stderr
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("command", [["-m", "tracker"], ["-c", "from kmq.cli import main; main()", "tracker"]])
+@pytest.mark.parametrize("command", [["-m", "kmq_tracker"], ["-c", "from kmq.cli import main; main()", "tracker"]])
 def test_help_names_every_tracker_variable(command: list[str]) -> None:
     result = subprocess.run(
         [sys.executable, *command, "--help"],

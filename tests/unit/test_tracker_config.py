@@ -6,7 +6,7 @@ import pytest
 
 from kmq.config import KmqConfig
 from kmq.errors import ConfigError
-from tracker.config import DEFAULT_HTTP_PORT, TrackerConfig
+from kmq_tracker.config import DEFAULT_HTTP_PORT, TrackerConfig
 
 KMQ = KmqConfig(bootstrap_servers="broker:9092", queue_topic="jobs")
 

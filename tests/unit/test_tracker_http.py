@@ -10,9 +10,9 @@ import httpx
 import pytest
 
 from kmq.errors import ConfigError
+from kmq_tracker.http import MAX_CONNECTIONS, REQUEST_TIMEOUT_S, HealthServer
+from kmq_tracker.metrics import TrackerMetrics
 from tests.helpers import wait_for
-from tracker.http import MAX_CONNECTIONS, REQUEST_TIMEOUT_S, HealthServer
-from tracker.metrics import TrackerMetrics
 
 
 @dataclass

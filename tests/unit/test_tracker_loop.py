@@ -8,14 +8,14 @@ from typing import Any, cast
 
 from kmq.config import KmqConfig
 from kmq.markers import MarkerKey, StartMarker
-from tracker.config import TrackerConfig
-from tracker.ingest import MarkersIngest, now_ms
-from tracker.loop import Loop
-from tracker.metrics import TrackerMetrics
-from tracker.pacing import Backoff
-from tracker.partition import PartitionState
-from tracker.redeliverer import Redelivered
-from tracker.workers import Finished, Pass, RedeliveryPool
+from kmq_tracker.config import TrackerConfig
+from kmq_tracker.ingest import MarkersIngest, now_ms
+from kmq_tracker.loop import Loop
+from kmq_tracker.metrics import TrackerMetrics
+from kmq_tracker.pacing import Backoff
+from kmq_tracker.partition import PartitionState
+from kmq_tracker.redeliverer import Redelivered
+from kmq_tracker.workers import Finished, Pass, RedeliveryPool
 
 KMQ = KmqConfig(bootstrap_servers="unused:9092", queue_topic="q")
 

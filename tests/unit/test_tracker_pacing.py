@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tracker.pacing import Backoff, TokenBucket
+from kmq_tracker.pacing import Backoff, TokenBucket
 
 
 def test_bucket_starts_full_and_refills_at_the_rate() -> None:

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from kmq.batch_markers import BatchStart, runs_of
 from kmq.markers import EndMarker, MarkerKey, StartMarker
-from tracker.pacing import Backoff
-from tracker.partition import PartitionState
+from kmq_tracker.pacing import Backoff
+from kmq_tracker.partition import PartitionState
 
 P = 2
 
@@ -176,7 +176,7 @@ def test_undecodable_records_are_skipped_and_counted(key: bytes | None, value: b
 
 def test_undecodable_records_are_logged_once_per_partition(caplog: pytest.LogCaptureFixture) -> None:
     s = caught_up_state()
-    with caplog.at_level(logging.WARNING, logger="tracker.partition"):
+    with caplog.at_level(logging.WARNING, logger="kmq_tracker.partition"):
         for offset in range(5):
             s.apply(offset, 0, b"garbage", b"garbage")
     assert s.undecodable == 5

@@ -8,7 +8,7 @@ from typing import cast
 from confluent_kafka import TIMESTAMP_CREATE_TIME, KafkaError
 from confluent_kafka import Message as KafkaMessage
 
-from tracker.reader import MAX_GAP, ReadResult, _Cursor, _runs
+from kmq_tracker.reader import MAX_GAP, ReadResult, _Cursor, _runs
 
 
 @dataclass

@@ -8,9 +8,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from kmq.config import KmqConfig
-from tracker import redeliverer as module
-from tracker.config import TrackerConfig
-from tracker.redeliverer import Redeliverer
+from kmq_tracker import redeliverer as module
+from kmq_tracker.config import TrackerConfig
+from kmq_tracker.redeliverer import Redeliverer
 
 CONFIG = TrackerConfig(kmq=KmqConfig(bootstrap_servers="127.0.0.1:1", queue_topic="q"), write_timeout_ms=100)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from kmq.batch_markers import BatchEnd, BatchStart
 from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq.receipt_notes import Note
-from tracker.pacing import Backoff
-from tracker.partition import PartitionState
+from kmq_tracker.pacing import Backoff
+from kmq_tracker.partition import PartitionState
 
 P = 2
 ISSUED, DEADLINE = 100, 30_000  # the delivery's issue time and its receipt's deadline

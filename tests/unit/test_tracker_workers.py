@@ -10,14 +10,14 @@ from typing import cast
 import pytest
 
 from kmq.config import KmqConfig
+from kmq_tracker.config import TrackerConfig
+from kmq_tracker.ingest import MarkersIngest, now_ms
+from kmq_tracker.loop import Loop
+from kmq_tracker.metrics import TrackerMetrics
+from kmq_tracker.redeliverer import Redelivered, Redeliverer
+from kmq_tracker.workers import RedeliveryPool
 from tests.helpers import wait_for
 from tests.unit.test_tracker_loop import FakeIngest, caught_up
-from tracker.config import TrackerConfig
-from tracker.ingest import MarkersIngest, now_ms
-from tracker.loop import Loop
-from tracker.metrics import TrackerMetrics
-from tracker.redeliverer import Redelivered, Redeliverer
-from tracker.workers import RedeliveryPool
 
 CONFIG = TrackerConfig(kmq=KmqConfig(bootstrap_servers="unused:9092", queue_topic="q"), max_wait_ms=10)
 STALLED, HEALTHY = 0, 1

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 import kmq.spark
 from kmq.config import KmqConfig
-from tracker import TrackerConfig, TrackerService
+from kmq_tracker import TrackerConfig, TrackerService
 
 
 @pytest.fixture(scope="session")
