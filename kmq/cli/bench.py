@@ -20,6 +20,7 @@ from kmq.bench.table import print_report
 from kmq.cli.errors import friendly_errors
 from kmq.cli.options import BackendOption, BootstrapOption, resolve_backend
 from kmq.errors import BenchError, ConfigError
+from kmq.extras import require
 
 _defaults = BenchOptions()
 _REPORT_WIDTH = 160
@@ -62,6 +63,7 @@ def bench(
 
     On an embedded broker unless --bootstrap-servers (or KMQ_BOOTSTRAP_SERVERS) names a cluster.
     """
+    require("kmq bench", "bench")
     if set(_contenders(contenders)) & set(_SPARK_CONTENDERS):  # a Spark session of their own: kmq/spark/bench_cli.py
         from kmq.spark.bench_cli import run_spark_contenders
 

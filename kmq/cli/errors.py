@@ -11,6 +11,7 @@ from typing import ParamSpec, TypeVar
 import typer
 from confluent_kafka import KafkaException
 from rich.console import Console
+from rich.markup import escape
 
 from kmq.errors import KmqError
 
@@ -32,7 +33,8 @@ class StdoutConsole(Console):
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    # The message is text, not markup: "pip install 'kmq[api]'" keeps its brackets.
+    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
     return typer.Exit(code)
 
 
