@@ -9,14 +9,14 @@ from types import FrameType
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from kmq.cli.console import OutputConsole
 from kmq.cli.errors import fail, friendly_errors
 from kmq.cli.options import BackendOption, resolve_backend
 from kmq.demo import DemoOptions, run_demo
 from kmq.extras import require
 
-_console = Console(highlight=False)
+_console = OutputConsole(soft_wrap=False)
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
