@@ -13,7 +13,9 @@ What counts:
   - a re-read during the fault: the same queue record (partition, offset) handed out again because an offset commit
     did not get through while the network was faulty (`reread`; only from the fault's start on);
   anything else is `unexplained`, and the fault tests assert there is none.
-- resume: how long after the fault's end the first ack was confirmed (the workers took up work again).
+- resume: how long after the fault's end the first ack was confirmed (the workers took up work again), and the same
+  for each client that had acknowledged some of the fault's messages before its end (`resume_by`; `not_resumed`
+  names those that acknowledged none after it).
 """
 
 from __future__ import annotations
@@ -86,6 +88,12 @@ class Verdict:
     duplicates: int
     after_ack: list[AfterAck]
     resume_s: float | None  # None: no ack confirmed after the fault's end
+    resume_by: dict[str, float | None] = field(default_factory=dict)  # each client that acked before the fault ends
+
+    @property
+    def not_resumed(self) -> list[str]:
+        """Clients that acked some of these messages before the fault's end and none after it."""
+        return sorted(by for by, resumed in self.resume_by.items() if resumed is None)
 
     @property
     def unexplained(self) -> list[AfterAck]:
@@ -99,10 +107,11 @@ class Verdict:
 
     def summary(self) -> str:
         resume = "never" if self.resume_s is None else f"{self.resume_s:.1f} s"
+        each = ", ".join(f"{by} {'never' if s is None else f'{s:.1f} s'}" for by, s in sorted(self.resume_by.items()))
         after = ", ".join(f"{why} {count}" for why, count in sorted(self.counts().items())) or "none"
         return (
             f"sent {self.sent}, acked {self.acked}, lost {len(self.lost)}, duplicates {self.duplicates}, "
-            f"runs after a confirmed ack: {after}; first ack {resume} after the fault"
+            f"runs after a confirmed ack: {after}; first ack {resume} after the fault ({each or 'no client'})"
         )
 
 
@@ -146,6 +155,10 @@ class History:
             elif event.kind == "ack":
                 first_ack.setdefault(event.n, event)
         resumed = [e.t for e in mine if e.kind == "ack" and e.t >= fault_end]
+        resume_by: dict[str, float | None] = {e.by: None for e in mine if e.kind == "ack" and e.t < fault_end}
+        for e in mine:
+            if e.kind == "ack" and e.t >= fault_end and e.by in resume_by and resume_by[e.by] is None:
+                resume_by[e.by] = e.t - fault_end
         return Verdict(
             sent=len(sent),
             acked=len(sent & first_ack.keys()),
@@ -153,6 +166,7 @@ class History:
             duplicates=sum(count - 1 for count in runs.values() if count > 1),
             after_ack=after,
             resume_s=min(resumed) - fault_end if resumed else None,
+            resume_by=resume_by,
         )
 
 

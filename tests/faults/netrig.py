@@ -42,6 +42,8 @@ MSG_TIMEOUT_MS = 10_000
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 HTTP_TIMEOUT_S = 30.0
+UNKNOWN_RETRY_S = 120.0
+Taken = tuple[int, str, float]  # a hand-out over HTTP: number, receipt, deadline
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,8 @@ class Sender:
 
 @dataclass
 class HttpClient:
-    """Receives from the REST facade and acknowledges; an ack is confirmed when the facade answers it ok."""
+    """Receives from the REST facade and acknowledges; an ack is confirmed when the facade answers it `ok` or
+    `expired` (both mean the END is written)."""
 
     api: Api
     queue: str
@@ -151,6 +154,7 @@ class HttpClient:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     failure: BaseException | None = None
+    _unknown: list[tuple[Taken, float]] = field(default_factory=list)  # acks of unknown outcome, since when
 
     def start(self) -> HttpClient:
         self._thread = threading.Thread(target=self._run, name="history-http", daemon=True)
@@ -176,6 +180,7 @@ class HttpClient:
             raise
 
     def _round(self, http: httpx.Client) -> None:
+        self._settle_unknown(http)
         try:
             answer = http.post("/receive", json={"max_messages": 50, "wait_ms": 500})
         except httpx.TransportError as e:
@@ -185,7 +190,7 @@ class HttpClient:
         if answer.status_code != 200:
             self._stop.wait(0.5)
             return
-        taken = []
+        taken: list[Taken] = []
         for m in answer.json()["messages"]:
             n = decode_number((m["value"] or "").encode())
             if n is None:
@@ -194,18 +199,44 @@ class HttpClient:
             self.history.record("handout", n, partition=m["partition"], offset=m["offset"], deadline=deadline)
             self.history.record("run", n)
             taken.append((n, m["receipt"], deadline))
+        self._ack(http, taken)
+
+    def _ack(self, http: httpx.Client, taken: list[Taken]) -> None:
         if not taken:
             return
         try:
             acked = http.post("/ack", json={"receipts": [receipt for _, receipt, _ in taken]})
         except httpx.TransportError as e:
             _log.warning("ack: %s", e)
+            self._unknown.extend((item, time.monotonic()) for item in taken)
             return
         if acked.status_code != 200:
+            # 503 (no delivery report in time) and the like: the END may still be written, so the outcome is
+            # unknown. A client that must know asks again with the same receipt (`_settle_unknown`).
+            self._unknown.extend((item, time.monotonic()) for item in taken)
             return
         for (n, _, deadline), result in zip(taken, acked.json()["results"], strict=True):
-            if result["status"] == "ok":
+            # expired: the deadline had passed, but the END is written all the same (a copy made before may come).
+            if result["status"] in ("ok", "expired"):
                 self.history.record("ack", n, deadline=deadline)
+
+    def _settle_unknown(self, http: httpx.Client) -> None:
+        """Ack again, one receipt at a time, what an earlier ack left unknown: `ok`/`expired` is a confirmed ack, and
+        so is 409 (the delivery was settled already: by the earlier ack, the only other use of this receipt)."""
+        waiting, self._unknown = self._unknown, []
+        for index, ((n, receipt, deadline), _) in enumerate(waiting):
+            try:
+                answer = http.post("/ack", json={"receipts": [receipt]})
+            except httpx.TransportError:
+                answer = None
+            if answer is not None and answer.status_code == 409:
+                self.history.record("ack", n, deadline=deadline)
+            elif answer is not None and answer.status_code == 200:
+                if answer.json()["results"][0]["status"] in ("ok", "expired"):
+                    self.history.record("ack", n, deadline=deadline)
+            else:  # still no answer: the rest waits for a later round (given up after UNKNOWN_RETRY_S)
+                self._unknown = [(item, t) for item, t in waiting[index:] if time.monotonic() - t < UNKNOWN_RETRY_S]
+                return
 
 
 @dataclass

@@ -83,3 +83,11 @@ def test_recorders_write_lines_that_load_back_in_time_order_and_a_torn_last_line
     history = History.load(sorted(tmp_path.glob("*.history")))
     assert [(e.kind, e.by) for e in history.events] == [("send", "a"), ("handout", "b"), ("run", "a")]
     assert (history.events[1].partition, history.events[1].offset) == (2, 9)
+
+
+def test_each_client_that_worked_before_the_faults_end_must_ack_again_after_it() -> None:
+    events = [ev("send", n, 1.0) for n in (1, 2, 3)]
+    events += [*delivered(1, 50.0, 0, by="w1"), *delivered(2, 60.0, 1, by="w2"), *delivered(3, 125.0, 2, by="w1")]
+    verdict = History(sorted(events, key=lambda e: e.t)).check(range(1, 10), *FAULT)
+    assert verdict.resume_by == {"w1": 125.2 - FAULT[1], "w2": None}
+    assert verdict.not_resumed == ["w2"]
