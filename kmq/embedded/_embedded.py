@@ -14,7 +14,7 @@ from kmq.config import KafkaValue, KmqConfig
 from kmq.embedded._child import ChildProcess
 from kmq.embedded._cluster import KafkaSettings, cluster_config
 from kmq.embedded._jvm import jvm_available
-from kmq.embedded._kafka import KafkaBroker
+from kmq.embedded._kafka import KafkaBroker, Relay
 from kmq.embedded._kafka_nodes import KafkaNodes
 from kmq.embedded._mock import MockBroker
 from kmq.embedded._ports import HOST, check_host, check_port
@@ -66,6 +66,9 @@ class EmbeddedKafka:
     node controllable through `nodes`; `secure=True` adds a SASL_SSL listener (SCRAM-SHA-512, a certificate from a
     throwaway CA, ACLs enforced: `create_user`, `secure_config`); `host` is the address its listeners bind and
     advertise (default 127.0.0.1; e.g. a bridge's address, for pods of a local Kubernetes cluster to reach it).
+    `relay` (kafka, several nodes): a function making one relay per link (`kmq.embedded._kafka.Relay`: clients to
+    each node, each node to each other's inter-broker and controller listeners), called before the nodes start;
+    every node advertises and uses the relays' ports, so a fault injector on them can cut or slow any link.
     `port` (the first node's) defaults to a free one.
     Use it as a context manager, or call `start()` and `stop()`; only the kafka backend can `stop(keep_data=True)`
     and `start()` again on the same data and port.
@@ -84,6 +87,7 @@ class EmbeddedKafka:
         nodes: int = 1,
         secure: bool = False,
         host: str | None = None,
+        relay: Relay | None = None,
     ) -> None:
         backend = backend or default_backend()
         if backend not in BACKENDS:
@@ -96,10 +100,12 @@ class EmbeddedKafka:
             raise EmbeddedBrokerError(f"only the kafka backend listens on a chosen address, not {backend}")
         if host is not None and host != HOST and secure:
             raise EmbeddedBrokerError(f"a secure broker's certificate names 127.0.0.1 only: it cannot listen on {host}")
+        if relay is not None and (backend != "kafka" or nodes < 2):
+            raise EmbeddedBrokerError("only a kafka-backend cluster of several nodes runs behind relays")
         port = None if port is None else check_port(port)
         listen_on = HOST if host is None else check_host(host)
         brokers: dict[str, Callable[[int | None], _Broker]] = {
-            "kafka": lambda p: KafkaBroker(p, nodes, secure, listen_on),
+            "kafka": lambda p: KafkaBroker(p, nodes, secure, listen_on, relay),
             "tansu": TansuBroker,
             "mock": MockBroker,
         }

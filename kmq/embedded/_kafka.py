@@ -25,7 +25,7 @@ from typing import ClassVar
 from kmq.config import KafkaValue
 from kmq.embedded._child import ChildProcess
 from kmq.embedded._jvm import java_binary, resolve_jars
-from kmq.embedded._kafka_config import secure_listener, server_properties
+from kmq.embedded._kafka_config import Relayed, secure_listener, server_properties
 from kmq.embedded._kafka_node import KafkaNode, await_format
 from kmq.embedded._ports import HOST, free_port
 from kmq.embedded._tls import BrokerCertificates, make_certificates
@@ -42,6 +42,10 @@ ADMIN_USER = "admin"
 _CLUSTER_HEAP = "-Xmx384m"  # three JVMs on a small machine
 _PORT_ATTEMPTS = 3
 _PORT_TAKEN = "Address already in use"
+Relay = Callable[[str, int], int]
+"""`relay(link, port)`: the port a relay (e.g. a fault injector's proxy) listens on to forward to `port` of this host.
+Links: `client-<n>` (clients to node n), `broker-<n>-from-<i>` (node i replicating from node n) and
+`controller-<n>-from-<i>` (node i to node n's controller)."""
 
 
 def kafka_version() -> str:
@@ -78,15 +82,21 @@ class KafkaBroker:
     kafka_config: ClassVar[Mapping[str, KafkaValue]] = {}
     consumer_kafka_config: ClassVar[Mapping[str, KafkaValue]] = CONSUMER_KAFKA_CONFIG
 
-    def __init__(self, port: int | None, nodes: int = 1, secure: bool = False, host: str = HOST) -> None:
+    def __init__(
+        self, port: int | None, nodes: int = 1, secure: bool = False, host: str = HOST, relay: Relay | None = None
+    ) -> None:
         if nodes < 1:
             raise EmbeddedBrokerError(f"an embedded Kafka cluster needs at least one node, not {nodes}")
+        if relay is not None and secure:
+            raise EmbeddedBrokerError("a relayed cluster has no SASL_SSL listener: choose relay or secure")
         self.version = kafka_version()
         self.node_count = nodes
         self.secure = secure
         self.host = host
         self.certificates: BrokerCertificates | None = None
         self._requested_port = port
+        self._relay = relay
+        self._relayed: dict[int, Relayed] = {}
         self._workdir: Path | None = None
         self._nodes: list[KafkaNode] = []
         self._cluster_id = ""
@@ -105,7 +115,13 @@ class KafkaBroker:
         return list(self._nodes)
 
     def bootstrap_servers(self) -> str:
-        return ",".join(f"{self.host}:{node.port}" for node in self._nodes)
+        """The nodes' client listeners (through their relays when the cluster is relayed)."""
+        return ",".join(f"{self.host}:{self.client_port(node)}" for node in self._nodes)
+
+    def client_port(self, node: KafkaNode) -> int:
+        """The port clients reach `node` on: its relay's when the cluster is relayed, else its own."""
+        relayed = self._relayed.get(node.node_id)
+        return node.port if relayed is None else relayed.client_port
 
     def secure_bootstrap_servers(self) -> str:
         """The SASL_SSL listeners (a `secure` broker only)."""
@@ -183,7 +199,7 @@ class KafkaBroker:
     def discard(self) -> None:
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
-        self._workdir, self._nodes, self.certificates = None, [], None
+        self._workdir, self._nodes, self.certificates, self._relayed = None, [], None, {}
 
     def create_topics(self, topics: Mapping[str, int], timeout_ms: int) -> None:
         replication = min(3, len(self._nodes))
@@ -200,7 +216,8 @@ class KafkaBroker:
         self._workdir = Path(tempfile.mkdtemp(prefix="kmq-kafka-"))
         ports: list[int] = [self._requested_port] if self._requested_port else []
         per_node = 3 if self.secure else 2
-        while len(ports) < per_node * self.node_count:
+        extra = self.node_count if self._relay is not None else 0  # the relayed FROM<i> listeners
+        while len(ports) < (per_node + extra) * self.node_count:
             port = free_port(self.host)
             if port not in ports:
                 ports.append(port)
@@ -212,6 +229,7 @@ class KafkaBroker:
         ]
         voters = ",".join(f"{node.node_id}@{self.host}:{node.controller_port}" for node in self._nodes)
         try:
+            self._relayed = {} if self._relay is None else self._relay_links(ports[per_node * self.node_count :])
             if self.secure:
                 self.certificates = make_certificates(java, self._workdir / "tls")
             for node in self._nodes:
@@ -228,7 +246,33 @@ class KafkaBroker:
             keystore, password = self.certificates.keystore, self.certificates.password
             secure = secure_listener(node.secure_port, keystore, password, ADMIN_USER)
         ports = (node.port, node.controller_port)
-        return server_properties(node.workdir / "data", *ports, self.version, node.node_id, voters, secure, self.host)
+        relayed = self._relayed.get(node.node_id)
+        return server_properties(
+            node.workdir / "data", *ports, self.version, node.node_id, voters, secure, self.host, relayed
+        )
+
+    def _relay_links(self, extra_ports: list[int]) -> dict[int, Relayed]:
+        """Each node's relays (see `Relay`), made by the relay function before the nodes start."""
+        assert self._relay is not None
+        relay, ids = self._relay, [node.node_id for node in self._nodes]
+        relayed = {}
+        for index, node in enumerate(self._nodes):
+            own = dict(zip(ids, extra_ports[index * len(ids) : (index + 1) * len(ids)], strict=True))
+            broker_ports = {
+                source: (port, port if source == node.node_id else relay(f"broker-{node.node_id}-from-{source}", port))
+                for source, port in own.items()
+            }
+            voters = ",".join(
+                f"{peer.node_id}@{self.host}:{self._controller_port(peer, node.node_id, relay)}" for peer in self._nodes
+            )
+            relayed[node.node_id] = Relayed(relay(f"client-{node.node_id}", node.port), broker_ports, voters)
+        return relayed
+
+    @staticmethod
+    def _controller_port(peer: KafkaNode, source: int, relay: Relay) -> int:
+        if peer.node_id == source:
+            return peer.controller_port
+        return relay(f"controller-{peer.node_id}-from-{source}", peer.controller_port)
 
     def _node_dir(self, node_id: int) -> Path:
         assert self._workdir is not None

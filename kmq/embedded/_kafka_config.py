@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kmq.embedded._ports import HOST
@@ -47,6 +48,17 @@ _SHARE_PREVIEW = {"group.share.enable": "true", "group.coordinator.rebalance.pro
 _PATTERN = "[%d] %p %m (%c)%n"
 
 
+@dataclass(frozen=True)
+class Relayed:
+    """A node whose peers reach it through relays (a fault injector's proxies): the client port it advertises,
+    one inter-broker listener per source node (`FROM<i>`: its port here and the port node i is told to use), and
+    the controller addresses this node uses (`voters`, each through the relay from this node to that one)."""
+
+    client_port: int
+    broker_ports: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    voters: str = ""
+
+
 def server_properties(
     data_dir: Path,
     port: int,
@@ -56,10 +68,12 @@ def server_properties(
     voters: str = "",
     secure: Mapping[str, object] | None = None,
     host: str = HOST,
+    relayed: Relayed | None = None,
 ) -> str:
     """One KRaft node acting as broker and controller, listening on `host` only (default: loopback); `voters`
     (`1@host:port,...`) are the controllers of a cluster of several nodes (default: this node alone); `secure`
-    (`secure_listener`) adds a SASL_SSL listener for clients, with ACLs."""
+    (`secure_listener`) adds a SASL_SSL listener for clients, with ACLs; `relayed` makes every peer (clients, the
+    other brokers, the other controllers) reach this node through its own relay, so each link can be faulted."""
     nodes = voters.count("@") or 1
     listeners = f"PLAINTEXT://{host}:{port}"
     if secure:
@@ -76,6 +90,8 @@ def server_properties(
         "log.dirs": str(data_dir),
         **_SINGLE_NODE,
     }
+    if relayed is not None:
+        settings.update(_relayed_listeners(node_id, host, listeners, controller_port, relayed))
     if nodes >= 3:
         settings.update(_REPLICATED)
     if secure:
@@ -83,6 +99,25 @@ def server_properties(
     if _major_minor(version) in ((4, 0), (4, 1)):
         settings.update(_SHARE_PREVIEW)
     return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+
+def _relayed_listeners(
+    node_id: int, host: str, listeners: str, controller_port: int, relayed: Relayed
+) -> dict[str, object]:
+    # Node i replicates through the listener FROM<i> of the others (its inter-broker listener): one relay per pair
+    # of nodes, so a node can be cut off from the others alone. Its own FROM<i> is direct.
+    names = [f"FROM{source}" for source in sorted(relayed.broker_ports)]
+    own = ",".join(f"{name}://{host}:{relayed.broker_ports[int(name[4:])][0]}" for name in names)
+    told = ",".join(f"{name}://{host}:{relayed.broker_ports[int(name[4:])][1]}" for name in names)
+    return {
+        "listeners": f"{listeners},{own},CONTROLLER://{host}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{relayed.client_port},{told}",
+        "listener.security.protocol.map": ",".join(
+            ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT", *(f"{name}:PLAINTEXT" for name in names)]
+        ),
+        "inter.broker.listener.name": f"FROM{node_id}",
+        "controller.quorum.voters": relayed.voters,
+    }
 
 
 def secure_listener(port: int, keystore: Path, keystore_password: str, admin_user: str) -> dict[str, object]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kmq.embedded import EmbeddedKafka
-from kmq.embedded._kafka_config import secure_listener, server_properties
+from kmq.embedded._kafka_config import Relayed, secure_listener, server_properties
 from kmq.errors import EmbeddedBrokerError
 from tests.helpers import run_kmq_broker
 
@@ -39,6 +39,30 @@ def test_a_secure_node_adds_a_sasl_ssl_listener_with_acls() -> None:
     assert node["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
     assert node["super.users"] == "User:ANONYMOUS;User:admin" and node["allow.everyone.if.no.acl.found"] == "false"
     assert "_port" not in node
+
+
+def test_a_relayed_node_advertises_its_relays_and_replicates_through_its_own_listener() -> None:
+    # Node 2 of three: clients reach it on relay port 7002; node 1 replicates from it through FROM1 (port 9201 here,
+    # 7201 told), node 3 through FROM3; its own FROM2 (its inter-broker listener) is direct.
+    relayed = Relayed(7002, {1: (9201, 7201), 2: (9202, 9202), 3: (9203, 7203)}, "1@127.0.0.1:7301,2@127.0.0.1:9002")
+    node = properties(server_properties(Path("/d"), 9102, 9002, "4.4.0", 2, "1@x:1,2@x:2,3@x:3", relayed=relayed))
+    assert node["listeners"] == (
+        "PLAINTEXT://127.0.0.1:9102,FROM1://127.0.0.1:9201,FROM2://127.0.0.1:9202,FROM3://127.0.0.1:9203,"
+        "CONTROLLER://127.0.0.1:9002"
+    )
+    assert node["advertised.listeners"] == (
+        "PLAINTEXT://127.0.0.1:7002,FROM1://127.0.0.1:7201,FROM2://127.0.0.1:9202,FROM3://127.0.0.1:7203"
+    )
+    assert node["inter.broker.listener.name"] == "FROM2"
+    assert node["controller.quorum.voters"] == "1@127.0.0.1:7301,2@127.0.0.1:9002"
+    assert node["listener.security.protocol.map"].endswith("FROM1:PLAINTEXT,FROM2:PLAINTEXT,FROM3:PLAINTEXT")
+
+
+def test_a_relay_needs_a_kafka_cluster_of_several_nodes() -> None:
+    with pytest.raises(EmbeddedBrokerError, match="several nodes runs behind relays"):
+        EmbeddedKafka("kafka", relay=lambda link, port: port)
+    with pytest.raises(EmbeddedBrokerError, match="choose relay or secure"):
+        EmbeddedKafka("kafka", nodes=3, secure=True, relay=lambda link, port: port)
 
 
 @pytest.mark.parametrize("backend", ["tansu", "mock"])
