@@ -222,20 +222,27 @@ class StartPipeline:
             raise
 
     def _report(self, batch: _Batch, error: KafkaError | None, message: KafkaMessage) -> None:
-        """One START's delivery report (the report thread, or a flush)."""
+        """One START's delivery report. Two threads serve them: the report thread, and the receiving thread while
+        the producer's local queue is full (`StartWriter._refused` polls to make room), so the batch's counters
+        change under the lock: a decrement lost to a race left its batch open for ever (no commit, its ENDs held
+        back, every message of it redelivered)."""
         partition = message.partition()
         assert partition is not None
-        left = batch.left[partition] - 1
-        batch.left[partition] = left
-        if error is not None:
-            batch.failed.add(partition)
-            if batch.error is None:
-                topic = self.config.markers_topic
-                batch.error = DeliveryError(topic, partition, delivery_detail(error, topic))
-        if left:
-            return
+        with self._changed:
+            left = batch.left[partition] - 1
+            batch.left[partition] = left
+            if error is not None:
+                batch.failed.add(partition)
+                if batch.error is None:
+                    topic = self.config.markers_topic
+                    batch.error = DeliveryError(topic, partition, delivery_detail(error, topic))
+            if left:
+                return
+            failed = partition in batch.failed
+        # The last report of the partition (one thread sees `left` reach 0): its span opens, outside the lock (the
+        # gate runs the markers it held back, which can take a while).
         span = batch.spans[partition]
-        if partition in batch.failed:
+        if failed:
             self.gate.failed(span)
         else:
             self.gate.acked(partition, span)
