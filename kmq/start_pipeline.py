@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka import Message as KafkaMessage
 
 from kmq.config import KmqConfig
+from kmq.consumer_turns import ConsumerTurns
 from kmq.end_gate import EndGate, Span
 from kmq.errors import DeliveryError
 from kmq.kafka import delivery_detail, producer_settings
@@ -59,10 +60,18 @@ class _Batch:
 class StartPipeline:
     """The STARTs in flight of one client, its asynchronous commits, and the gate its markers pass."""
 
-    def __init__(self, config: KmqConfig, consumer: Consumer, producer: Producer | None = None) -> None:
+    def __init__(
+        self,
+        config: KmqConfig,
+        consumer: Consumer,
+        producer: Producer | None = None,
+        turns: ConsumerTurns | None = None,
+    ) -> None:
         self.config = config
         self.gate = EndGate()
         self._consumer = consumer
+        # The consumer's calls from this pipeline's threads take turns with the receiving thread's consume().
+        self._turns = turns if turns is not None else ConsumerTurns()
         linger_ms = 0 if config.marker_format == "batch" else 1  # (see StartWriter)
         if producer is None:  # every record reported: a success is what moves the commit
             producer = Producer(producer_settings(config, linger_ms=linger_ms))
@@ -275,11 +284,12 @@ class StartPipeline:
         topic = self.config.queue_topic
         partitions = [TopicPartition(topic, partition, offset) for partition, offset in offsets.items()]
         try:
-            if asynchronous:
-                self._consumer.commit(offsets=partitions, asynchronous=True)
-                result: list[TopicPartition] = []
-            else:
-                result = self._consumer.commit(offsets=partitions, asynchronous=False)
+            with self._turns.call():  # never behind a consume() of the receiving thread for more than a slice
+                if asynchronous:
+                    self._consumer.commit(offsets=partitions, asynchronous=True)
+                    result: list[TopicPartition] = []
+                else:
+                    result = self._consumer.commit(offsets=partitions, asynchronous=False)
         except KafkaException as e:
             self.commit_failed(str(e.args[0].str() if e.args else e))
             return
