@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -69,6 +71,13 @@ class TrackerMetrics:
             buckets=_LATENESS_BUCKETS,
             registry=r,
         )
+
+    def watch_progress(self, last_progress_s: Callable[[], float]) -> None:
+        Gauge(
+            "kmq_tracker_last_progress_seconds",
+            "Seconds since the tracker last made progress while work waited (0 when nothing waits)",
+            registry=self.registry,
+        ).set_function(last_progress_s)
 
     def set_partition(
         self, topic: str, partition: int, pending: int, overdue_ms: int, caught_up: bool, pass_ms: int = 0
