@@ -60,6 +60,11 @@ class TrackerMetrics:
             registry=r,
         )
         self.redelivery_errors = Counter("kmq_redelivery_errors", "Failed redelivery attempts (retried)", registry=r)
+        self.last_progress = Gauge(
+            "kmq_tracker_last_progress_seconds",
+            "Seconds since the tracker last made progress while work waited (0 when nothing waits)",
+            registry=r,
+        )
         self.misaligned = Gauge(
             "kmq_topics_misaligned",
             "1 while the queue and markers topics have different partition counts (messages left untracked)",
@@ -73,11 +78,7 @@ class TrackerMetrics:
         )
 
     def watch_progress(self, last_progress_s: Callable[[], float]) -> None:
-        Gauge(
-            "kmq_tracker_last_progress_seconds",
-            "Seconds since the tracker last made progress while work waited (0 when nothing waits)",
-            registry=self.registry,
-        ).set_function(last_progress_s)
+        self.last_progress.set_function(last_progress_s)
 
     def set_partition(
         self, topic: str, partition: int, pending: int, overdue_ms: int, caught_up: bool, pass_ms: int = 0
