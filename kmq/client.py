@@ -15,6 +15,7 @@ from kmq import headers as h
 from kmq._transactional import TransactionalStarts
 from kmq.admin import check_topics
 from kmq.config import KmqConfig
+from kmq.consumer_turns import SLICE_S, ConsumerTurns
 from kmq.delivery import DeliveryGroup
 from kmq.end_batcher import PARTITION_SHIFT, EndBatcher
 from kmq.errors import (
@@ -52,12 +53,13 @@ class KmqClient:
         settings = consumer_settings(config, config.group_id, **isolation)
         pipelined = config.pipelined and not config.transactional
         self._consumer = Consumer({**settings, "on_commit": self._on_commit} if pipelined else settings)
+        self._turns = ConsumerTurns()  # receive()'s consume never starves a commit from another thread
         self._ends: EndBatcher | None = None
         self._pipeline: StartPipeline | None = None
         try:
             self._markers = MarkerWriter(config)
             if pipelined:
-                self._pipeline = StartPipeline(config, self._consumer)
+                self._pipeline = StartPipeline(config, self._consumer, turns=self._turns)
             if config.marker_format == "batch":
                 hold = None if self._pipeline is None else self._pipeline.gate.held
                 self._ends = EndBatcher(self._markers.batch_end, config.end_flush_ms, hold=hold)
@@ -254,7 +256,8 @@ class KmqClient:
                 if self._pipeline is not None:
                     self._pipeline.close(timeout_s)
             finally:
-                self._consumer.close()
+                with self._turns.call():
+                    self._consumer.close()
 
     def __enter__(self) -> KmqClient:
         return self
@@ -268,8 +271,19 @@ class KmqClient:
             yield from self.receive()
 
     def _poll(self, max_messages: int, timeout_s: float) -> list[KafkaMessage]:
+        """Consume in slices of at most `SLICE_S` (kmq.consumer_turns): a commit or flush from another thread takes
+        its turn between two; the first slice that finds records returns them."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._turns.consume():
+                batch = self._consumer.consume(num_messages=max_messages, timeout=min(SLICE_S, timeout_s))
+            timeout_s = deadline - time.monotonic()
+            if batch or timeout_s <= 0:
+                return self._records(batch)
+
+    def _records(self, batch: list[KafkaMessage]) -> list[KafkaMessage]:
         records = []
-        for record in self._consumer.consume(num_messages=max_messages, timeout=timeout_s):
+        for record in batch:
             error = record.error()
             if error is None:
                 records.append(record)
@@ -340,7 +354,8 @@ class KmqClient:
 
     def _commit(self, offsets: Offsets, commit: list[TopicPartition]) -> None:
         try:
-            failed = _commit_errors(self._consumer.commit(offsets=commit, asynchronous=False))
+            with self._turns.call():
+                failed = _commit_errors(self._consumer.commit(offsets=commit, asynchronous=False))
         except KafkaException as e:
             # The STARTs are written: the tracker redelivers this batch if nobody acknowledges it.
             self._rewind(offsets)
@@ -361,7 +376,8 @@ class KmqClient:
         """Seek back to the first offset of the failed batch in each partition, so it is read again."""
         for partition, partition_offsets in offsets.items():
             try:
-                self._consumer.seek(TopicPartition(self.config.queue_topic, partition, min(partition_offsets)))
+                with self._turns.call():
+                    self._consumer.seek(TopicPartition(self.config.queue_topic, partition, min(partition_offsets)))
             except KafkaException as e:
                 # Not assigned any more: the new owner reads from the last committed offset anyway.
                 _log.info("could not rewind %s[%d]: %s", self.config.queue_topic, partition, e)

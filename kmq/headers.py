@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 REDELIVERY_COUNT = "kmq-redelivery-count"
 ORIGINAL_OFFSET = "kmq-original-offset"
@@ -17,6 +17,9 @@ REASON_UNDELIVERABLE = "undeliverable"  # "undeliverable: <error>": the broker o
 
 Header = tuple[str, bytes | None]
 Headers = list[Header]
+# What a sender may give: a mapping of names to values (as confluent-kafka takes) or any sequence of (name, value)
+# pairs, such as a received `Message.headers` (a tuple).
+SendHeaders = Mapping[str, bytes | None] | Sequence[Header]
 
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
@@ -57,6 +60,16 @@ def from_kafka(raw: object) -> Headers:
         return []
     pairs = raw.items() if isinstance(raw, dict) else raw
     return [(str(k), v.encode() if isinstance(v, str) else v) for k, v in pairs]  # type: ignore[attr-defined]  # pairs
+
+
+def to_send(headers: SendHeaders | None) -> Headers | None:
+    """The list of pairs confluent-kafka's produce() takes, from a mapping or any sequence of pairs. Iterating a
+    mapping yields only its names, so it is read through its items."""
+    if headers is None:
+        return None
+    if isinstance(headers, Mapping):
+        return list(headers.items())
+    return headers if isinstance(headers, list) else list(headers)
 
 
 def get(headers: Sequence[Header] | None, name: str) -> bytes | None:

@@ -4,7 +4,7 @@ producing with back-pressure."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -12,7 +12,7 @@ from confluent_kafka import Message as KafkaMessage
 
 from kmq.config import KafkaValue, KmqConfig
 from kmq.errors import BrokerUnavailableError, KafkaSecurityError
-from kmq.headers import Header
+from kmq.headers import SendHeaders, to_send
 
 KafkaSettings = dict[str, KafkaValue]
 
@@ -129,16 +129,16 @@ def produce(
     topic: str,
     value: bytes | None,
     key: bytes | None = None,
-    headers: Sequence[Header] | None = None,
+    headers: SendHeaders | None = None,
     partition: int = ANY_PARTITION,
     on_delivery: DeliveryCallback | None = None,
     timestamp_ms: int = 0,
 ) -> None:
     """Produce one record, serving delivery reports to make room while the local queue is full, and learning of
-    partitions added to `topic` since the producer last read its metadata. `headers` may be any sequence of pairs,
-    such as a received `Message.headers` (a tuple, which confluent-kafka refuses: it is given a list)."""
-    if headers is not None and not isinstance(headers, list):
-        headers = list(headers)
+    partitions added to `topic` since the producer last read its metadata. `headers` may be a mapping or any
+    sequence of pairs, such as a received `Message.headers` (a tuple, which confluent-kafka refuses: it is given a
+    list)."""
+    pairs = to_send(headers)
     learned = False
     while True:
         try:
@@ -146,7 +146,7 @@ def produce(
                 topic,
                 value=value,
                 key=key,
-                headers=cast("list[tuple[str, str | bytes | None]] | None", headers),
+                headers=cast("list[tuple[str, str | bytes | None]] | None", pairs),
                 partition=partition,
                 on_delivery=on_delivery,
                 timestamp=timestamp_ms,

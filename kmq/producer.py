@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -14,7 +14,7 @@ from kmq.admin import check_topics
 from kmq.config import KmqConfig
 from kmq.delivery import DeliveryGroup
 from kmq.errors import ClientClosedError, DeliveryError
-from kmq.headers import Header
+from kmq.headers import SendHeaders
 from kmq.kafka import ANY_PARTITION, DeliveryCallback, produce, producer_settings
 
 _log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ class OutgoingMessage:
 
     value: bytes | None
     key: bytes | None = None
-    headers: Sequence[Header] | None = None  # any sequence of (name, value) pairs: a received Message's tuple too
+    headers: SendHeaders | None = None  # a mapping or any sequence of (name, value) pairs (a received Message's too)
     partition: int | None = None
 
 
@@ -54,7 +54,7 @@ class KmqProducer:
         self,
         value: bytes | None,
         key: bytes | None = None,
-        headers: Sequence[Header] | None = None,
+        headers: SendHeaders | None = None,
         partition: int | None = None,
     ) -> None:
         """Queue one message for sending; failures surface at the next `flush()`."""

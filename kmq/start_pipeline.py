@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka import Message as KafkaMessage
 
 from kmq.config import KmqConfig
+from kmq.consumer_turns import ConsumerTurns
 from kmq.end_gate import EndGate, Span
 from kmq.errors import DeliveryError
 from kmq.kafka import delivery_detail, producer_settings
@@ -59,10 +60,18 @@ class _Batch:
 class StartPipeline:
     """The STARTs in flight of one client, its asynchronous commits, and the gate its markers pass."""
 
-    def __init__(self, config: KmqConfig, consumer: Consumer, producer: Producer | None = None) -> None:
+    def __init__(
+        self,
+        config: KmqConfig,
+        consumer: Consumer,
+        producer: Producer | None = None,
+        turns: ConsumerTurns | None = None,
+    ) -> None:
         self.config = config
         self.gate = EndGate()
         self._consumer = consumer
+        # The consumer's calls from this pipeline's threads take turns with the receiving thread's consume().
+        self._turns = turns if turns is not None else ConsumerTurns()
         linger_ms = 0 if config.marker_format == "batch" else 1  # (see StartWriter)
         if producer is None:  # every record reported: a success is what moves the commit
             producer = Producer(producer_settings(config, linger_ms=linger_ms))
@@ -222,20 +231,27 @@ class StartPipeline:
             raise
 
     def _report(self, batch: _Batch, error: KafkaError | None, message: KafkaMessage) -> None:
-        """One START's delivery report (the report thread, or a flush)."""
+        """One START's delivery report. Two threads serve them: the report thread, and the receiving thread while
+        the producer's local queue is full (`StartWriter._refused` polls to make room), so the batch's counters
+        change under the lock: a decrement lost to a race left its batch open for ever (no commit, its ENDs held
+        back, every message of it redelivered)."""
         partition = message.partition()
         assert partition is not None
-        left = batch.left[partition] - 1
-        batch.left[partition] = left
-        if error is not None:
-            batch.failed.add(partition)
-            if batch.error is None:
-                topic = self.config.markers_topic
-                batch.error = DeliveryError(topic, partition, delivery_detail(error, topic))
-        if left:
-            return
+        with self._changed:
+            left = batch.left[partition] - 1
+            batch.left[partition] = left
+            if error is not None:
+                batch.failed.add(partition)
+                if batch.error is None:
+                    topic = self.config.markers_topic
+                    batch.error = DeliveryError(topic, partition, delivery_detail(error, topic))
+            if left:
+                return
+            failed = partition in batch.failed
+        # The last report of the partition (one thread sees `left` reach 0): its span opens, outside the lock (the
+        # gate runs the markers it held back, which can take a while).
         span = batch.spans[partition]
-        if partition in batch.failed:
+        if failed:
             self.gate.failed(span)
         else:
             self.gate.acked(partition, span)
@@ -268,11 +284,12 @@ class StartPipeline:
         topic = self.config.queue_topic
         partitions = [TopicPartition(topic, partition, offset) for partition, offset in offsets.items()]
         try:
-            if asynchronous:
-                self._consumer.commit(offsets=partitions, asynchronous=True)
-                result: list[TopicPartition] = []
-            else:
-                result = self._consumer.commit(offsets=partitions, asynchronous=False)
+            with self._turns.call():  # never behind a consume() of the receiving thread for more than a slice
+                if asynchronous:
+                    self._consumer.commit(offsets=partitions, asynchronous=True)
+                    result: list[TopicPartition] = []
+                else:
+                    result = self._consumer.commit(offsets=partitions, asynchronous=False)
         except KafkaException as e:
             self.commit_failed(str(e.args[0].str() if e.args else e))
             return

@@ -17,6 +17,7 @@ from pydantic_core import PydanticUndefined
 from kmq.config import KmqConfig
 from kmq.embedded import KAFKA_VERSION
 from kmq.settings import env_name
+from kmq.worker.config import WorkerConfig
 from kmq_api.config import ApiConfig
 from kmq_tracker.config import ENV_FIELD_PREFIX, TrackerConfig
 
@@ -81,6 +82,11 @@ def _api_rows() -> list[tuple[str, str, str]]:
     return rows
 
 
+def _worker_rows() -> list[tuple[str, str, str]]:
+    info = WorkerConfig.model_fields["stall_timeout_ms"]
+    return [("KMQ_WORKER_STALL_TIMEOUT_MS", _default(info), info.description or "")]
+
+
 def _table(title: str, rows: list[tuple[str, str, str]]) -> str:
     lines = [f"**{title}**", "", "| variable | default | meaning |", "|---|---|---|"]
     lines += [f"| `{name}` | {default} | {_cell(meaning)} |" for name, default, meaning in rows]
@@ -98,6 +104,7 @@ def render() -> str:
             "Tracker (`TrackerConfig`; flags of `kmq tracker` win)", _rows(TrackerConfig, ENV_FIELD_PREFIX, ("kmq",))
         ),
         _table("REST facade (`ApiConfig`; `kmq api` flags win)", _api_rows()),
+        _table("Worker (`kmq worker`; its flags win)", _worker_rows()),
         _table("Scripts, examples and tests", OTHER),
     ]
     return "\n\n".join([START, *tables, END])

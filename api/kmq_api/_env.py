@@ -26,6 +26,7 @@ class _ApiEnv(BaseModel):
     api_max_message_bytes: int = 0
     api_write_timeout_ms: int = 0
     api_receiver_idle_ms: int = 0
+    api_stall_timeout_ms: int = 0
     api_host: str = ""
     api_port: int = 0
 
@@ -43,7 +44,14 @@ def api_fields_from_env(kmq_overrides: dict[str, Any] | None = None, **overrides
         "api_keys": tuple(_split(env.get("api_keys", ""))),
         "receipt_secret": env.get("api_receipt_secret", ""),
     }
-    optional = ("allow_anonymous", "max_body_bytes", "max_message_bytes", "write_timeout_ms", "receiver_idle_ms")
+    optional = (
+        "allow_anonymous",
+        "max_body_bytes",
+        "max_message_bytes",
+        "write_timeout_ms",
+        "receiver_idle_ms",
+        "stall_timeout_ms",
+    )
     for name in (*optional, "host", "port"):
         if env.get(f"api_{name}") not in (None, "", 0):
             fields[name] = env[f"api_{name}"]

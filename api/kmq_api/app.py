@@ -10,10 +10,12 @@ from typing import TypedDict
 import anyio.to_thread
 from fastapi import FastAPI
 
+from kmq.progress import ProgressWatch
 from kmq_api import problems
 from kmq_api.config import ApiConfig
 from kmq_api.limits import BodyLimitMiddleware
 from kmq_api.metrics import ApiMetrics
+from kmq_api.progress import ProgressMiddleware
 from kmq_api.routers import deliveries, dlq, health, messages, queues, receipts
 from kmq_api.state import ApiState
 
@@ -41,10 +43,13 @@ def create_app(
     When a background thread or task dies on an unexpected error, `/healthz` answers 503 and `on_failure` is called
     (from any thread): `kmq api` stops its server then, and exits non-zero. `app.state.kmq_failure()` says why."""
     failure: list[ApiState] = []
+    metrics = metrics or ApiMetrics()
+    progress = ProgressWatch("REST facade", config.stall_timeout_ms)
+    metrics.last_progress.set_function(progress.last_progress_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[LifespanState]:
-        state = await anyio.to_thread.run_sync(ApiState.open, config, metrics or ApiMetrics(), on_failure)
+        state = await anyio.to_thread.run_sync(ApiState.open, config, metrics, on_failure)
         failure.append(state)
         housekeeping = asyncio.create_task(state.leave_idle_groups(), name="kmq-api-housekeeping")
         state.watch(housekeeping)
@@ -57,8 +62,10 @@ def create_app(
 
     app = FastAPI(title="kmq", version="1", description=DESCRIPTION, lifespan=lifespan)
     app.state.kmq_failure = lambda: next((state.failure for state in failure if state.failure), None)
+    app.state.kmq_progress = progress
     for module in (messages, deliveries, receipts, queues, dlq, health):
         app.include_router(module.router)
     problems.install(app)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=config.max_body_bytes)
+    app.add_middleware(ProgressMiddleware, progress=progress)
     return app

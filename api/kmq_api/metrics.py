@@ -24,6 +24,11 @@ class ApiMetrics:
         )
         self.failed = self._counter("kmq_api_markers_failed", "markers the broker refused for one receipt")
         self.broker_errors = self._counter("kmq_api_broker_errors", "requests answered 503 because of Kafka")
+        self.last_progress = Gauge(
+            "kmq_api_last_progress_seconds",
+            "Seconds since a request last finished while requests were in progress (0 when none is)",
+            registry=self.registry,
+        )
         self.remembered = Gauge(
             "kmq_api_receipt_notes",
             "ack and nack notes (one per marker record) this replica keeps from the markers topic until they expire",

@@ -9,13 +9,13 @@ from typing import Annotated
 
 import typer
 from confluent_kafka import KafkaException
-from prometheus_client import start_http_server
 
 from kmq.cli.errors import fail, friendly_errors
 from kmq.cli.options import BootstrapOption, QueueOption, build_config, parse_log_level
 from kmq.cli.stopping import StopBeforeStart, Stopping
 from kmq.errors import KmqError
 from kmq.worker import Worker, WorkerConfig
+from kmq.worker.http import WorkerHttp
 from kmq.worker.loader import load_handler
 
 _log = logging.getLogger(__name__)
@@ -48,8 +48,16 @@ def worker(
         int, typer.Option(min=1, help="window of that failure rate")
     ] = _defaults.breaker_window_ms,
     metrics_port: Annotated[
-        int | None, typer.Option(min=0, max=65535, help="serve Prometheus /metrics on this port")
+        int | None, typer.Option(min=0, max=65535, help="serve Prometheus /metrics and /healthz on this port")
     ] = None,
+    stall_timeout_ms: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            envvar="KMQ_WORKER_STALL_TIMEOUT_MS",
+            help="/healthz fails after this long without a message settled while messages are held",
+        ),
+    ] = _defaults.stall_timeout_ms,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Run HANDLER on every message: return = processed, raise kmq.Retry = nack, kmq.Reject = dead letter,
@@ -65,6 +73,7 @@ def worker(
             shutdown_grace_ms=shutdown_grace_ms,
             breaker_threshold=breaker_threshold,
             breaker_window_ms=breaker_window_ms,
+            stall_timeout_ms=stall_timeout_ms,
         )
         _work(stopping, Worker(load_handler(handler), config, settings=settings), handler, metrics_port)
     except StopBeforeStart:
@@ -74,7 +83,7 @@ def worker(
 def _work(stopping: Stopping, runtime: Worker, handler: str, metrics_port: int | None) -> None:
     if metrics_port is not None:
         try:
-            start_http_server(metrics_port, registry=runtime.metrics.registry)
+            WorkerHttp(runtime, metrics_port).start()  # a daemon thread: it ends with the process
         except OSError as e:  # the port is taken, or below 1024 without the right
             raise fail(f"--metrics-port {metrics_port}: {e.strerror or e}") from e
     stopping.running(lambda signum: _on_signal(runtime, signum))

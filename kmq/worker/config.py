@@ -30,6 +30,11 @@ class WorkerConfig(FrozenConfig):
     breaker_probes: int = Field(3, ge=1, description="messages let through to probe a half-open breaker")
     shutdown_grace_ms: int = Field(30_000, ge=0, description="how long in-flight handlers may finish on shutdown")
     poll_timeout_ms: int = Field(100, gt=0, description="longest wait of one receive")
+    stall_timeout_ms: int = Field(
+        60_000,
+        gt=0,
+        description="/healthz fails when no message was settled this long while messages were held (breaker closed)",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Self:

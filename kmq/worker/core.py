@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from kmq.config import KmqConfig
 from kmq.message import Message
+from kmq.progress import ProgressWatch
 from kmq.worker.breaker import BreakerState, CircuitBreaker, Transition
 from kmq.worker.config import WorkerConfig
 from kmq.worker.leases import Due, LeaseSchedule
@@ -20,6 +21,8 @@ from kmq.worker.outcome import OK, Outcome
 _log = logging.getLogger(__name__)
 RETRY_NOW = Outcome("retry", 0)  # shutdown: a message not finished comes back at once
 _TALLY = {"ok": "processed", "retry": "retried", "failed": "failed", "reject": "rejected"}
+
+_SETTLED = ("processed", "retried", "failed", "rejected", "expired")  # outcomes that are progress
 
 
 def now_ms() -> int:
@@ -54,6 +57,8 @@ class WorkerCore:
         self.processed = 0
         self._unrecorded_ok = 0
         self.wake = threading.Event()  # set when the loop may receive again
+        self.progress = ProgressWatch(f"worker on {config.queue_topic}", settings.stall_timeout_ms)
+        metrics.last_progress.labels(metrics.topic).set_function(self.progress.last_progress_s)
         self.notify: Callable[[], None] = self.wake.set  # the async path wakes its loop instead
 
     @property
@@ -190,12 +195,17 @@ class WorkerCore:
             return items
 
     def publish(self, now_ms: int) -> None:
-        """Counts and gauges to the metrics (once per loop turn, not per message)."""
+        """Counts and gauges to the metrics (once per loop turn, not per message), and the worker's progress: a
+        message settled is progress; messages held while the breaker is not open are work waiting."""
         with self.lock:
             tallies, self.tallies = self.tallies, Counter()
             tallies["processed"], self.processed = self.processed, 0
             rate = self.breaker.failure_rate(now_ms)
             outstanding = len(self.leases)
+            breaker_open = self.breaker.state is BreakerState.OPEN
+        if any(tallies[outcome] for outcome in _SETTLED):
+            self.progress.progressed()
+        self.progress.waiting(outstanding > 0 and not breaker_open)
         self.metrics.add(dict(tallies))
         self.metrics.failure_rate.labels(self.metrics.topic).set(rate)
         self.metrics.in_flight.labels(self.metrics.topic).set(outstanding)

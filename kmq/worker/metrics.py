@@ -36,6 +36,12 @@ class WorkerMetrics:
             "kmq_worker_failure_rate", "Failed share of handler outcomes over the breaker's window", _TOPIC, registry=r
         )
         self.in_flight = Gauge("kmq_worker_in_flight", "Messages received and not yet settled", _TOPIC, registry=r)
+        self.last_progress = Gauge(
+            "kmq_worker_last_progress_seconds",
+            "Seconds since a message was last settled while messages were held (0 when none is held)",
+            _TOPIC,
+            registry=r,
+        )
         self.breaker_state.labels(topic).set(0)
 
     def add(self, tallies: dict[str, int]) -> None:

@@ -146,6 +146,20 @@ def test_a_received_message_is_sent_on_as_it_is_headers_and_all(make_config: Mak
     )
 
 
+def test_send_takes_headers_as_a_mapping_or_as_pairs(make_config: MakeConfig) -> None:
+    config = make_config()
+    with KmqProducer(config) as producer:
+        producer.send(b"v", key=b"k", headers={"trace": b"t1", "empty": None})
+        producer.send(b"w", key=b"k", headers=(("trace", b"t2"), ("trace", b"t3")))
+        producer.send_batch([OutgoingMessage(b"x", b"k", {"trace": b"t4"})])
+    records = read_topic(config, config.queue_topic, 4)
+    assert sorted((r.value, tuple(r.headers)) for r in records) == [
+        (b"v", (("trace", b"t1"), ("empty", None))),
+        (b"w", (("trace", b"t2"), ("trace", b"t3"))),
+        (b"x", (("trace", b"t4"),)),
+    ]
+
+
 def test_a_failed_marker_write_commits_nothing_and_raises(cluster: Any) -> None:
     # The markers topic has one partition: START markers for queue partition 1 cannot be written.
     queue = f"t-misaligned-{uuid.uuid4().hex[:8]}"

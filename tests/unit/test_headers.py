@@ -56,3 +56,15 @@ def test_from_kafka_accepts_none_lists_and_str_values() -> None:
     assert h.from_kafka(None) == []
     assert h.from_kafka([("a", b"1"), ("b", None)]) == [("a", b"1"), ("b", None)]
     assert h.from_kafka([("a", "x")]) == [("a", b"x")]
+
+
+def test_headers_to_send_from_a_mapping_keep_names_and_values() -> None:
+    assert h.to_send({"trace": b"t1", "empty": None}) == [("trace", b"t1"), ("empty", None)]
+
+
+def test_headers_to_send_from_any_sequence_of_pairs() -> None:
+    assert h.to_send((("trace", b"t1"), ("trace", b"t2"))) == [("trace", b"t1"), ("trace", b"t2")]
+    pairs = [("a", b"1")]
+    assert h.to_send(pairs) is pairs
+    assert h.to_send(None) is None
+    assert h.to_send({}) == []

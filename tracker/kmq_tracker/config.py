@@ -37,6 +37,17 @@ class TrackerConfig(FrozenConfig):
     write_timeout_ms: int = Field(30_000, gt=0, description="how long a copy or END may take to be acknowledged")
     read_timeout_ms: int = Field(10_000, gt=0, description="how long reading a due message from the queue may take")
     liveness_timeout_ms: int = Field(60_000, gt=0, description="/healthz fails when the loop has not turned this long")
+    clock_offset_ms: int = Field(
+        0,
+        description="tests only: shift this tracker's wall clock by this much (a host clock that is off), to show"
+        " that redeliveries follow the broker's clock",
+    )
+    stall_timeout_ms: int = Field(
+        60_000,
+        gt=0,
+        description="/healthz fails when no redelivery pass ended (nor, with none running, markers were read) this long"
+        " while messages were overdue or a pass ran",
+    )
     shutdown_timeout_ms: int = Field(
         80_000,
         gt=0,

@@ -6,7 +6,14 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    TIMESTAMP_LOG_APPEND_TIME,
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka import Message as KafkaMessage
 
 from kmq.config import KafkaValue
@@ -15,6 +22,7 @@ from kmq.liveness import KafkaLiveness
 from kmq.receipt_notes import HEADER as RECEIPT_HEADER
 from kmq_tracker._fetch import fetch
 from kmq_tracker.alignment import PartitionCounts
+from kmq_tracker.broker_clock import ClockLead
 from kmq_tracker.config import TrackerConfig
 from kmq_tracker.metrics import TrackerMetrics
 from kmq_tracker.pacing import Backoff
@@ -34,9 +42,21 @@ _PREFETCH: dict[str, KafkaValue] = {
 }
 
 
+# The broker's clock as this process reads it (kmq_tracker.broker_clock): one broker, so one per process. Its one
+# writer is the loop thread (`MarkersIngest.poll`); any thread reads it.
+CLOCK = ClockLead()
+_local_offset_ms = [0]  # TrackerConfig.clock_offset_ms: tests only (a tracker host whose clock is off)
+
+
+def local_ms() -> int:
+    """This host's wall clock, in ms (shifted by `clock_offset_ms`, for tests only)."""
+    return time.time_ns() // 1_000_000 + _local_offset_ms[0]
+
+
 def now_ms() -> int:
-    """Wall-clock milliseconds: deadlines derive from record timestamps, so they are compared with wall time."""
-    return time.time_ns() // 1_000_000
+    """The broker's time now: deadlines are LogAppendTime stamps plus a timeout, so they are compared with the
+    broker's clock, estimated from the markers read (PROTOCOL.md, "Clocks")."""
+    return CLOCK.broker_ms(local_ms())
 
 
 class MarkersIngest:
@@ -65,6 +85,7 @@ class MarkersIngest:
             enable_auto_offset_store=False,
         )
         self._consumer = Consumer({**_PREFETCH, **settings})
+        _local_offset_ms[0] = config.clock_offset_ms
         # No silent stall: a probe of this consumer's brokers, for /healthz (kmq.liveness; run by the service's loop).
         self.liveness = KafkaLiveness(
             self._consumer, config.kmq, self._topic, f"the tracker's consumer of {self._topic}"
@@ -76,7 +97,7 @@ class MarkersIngest:
     def poll(self, timeout_s: float) -> int:
         """Read what arrives within `timeout_s` (returning at the first record) and apply it; the records read."""
         messages = fetch(self._consumer, BATCH, timeout_s)
-        self._apply(messages, now_ms())
+        self._apply(messages, local_ms())
         return len(messages)
 
     def partition_counts(self, timeout_s: float) -> PartitionCounts | None:
@@ -105,9 +126,13 @@ class MarkersIngest:
         finally:
             self._consumer.close()
 
-    def _apply(self, messages: Sequence[KafkaMessage], now: int) -> None:
+    def _apply(self, messages: Sequence[KafkaMessage], received_ms: int) -> None:
+        """Apply the markers read at local time `received_ms`; the newest broker stamp of a partition read live (caught
+        up: a record read while catching up is old) samples the broker's clock."""
         partitions = self.partitions
         undecodable = 0
+        newest_live = 0
+        now = CLOCK.broker_ms(received_ms)
         for message in messages:
             error = message.error()
             state = partitions.get(message.partition() or 0)
@@ -116,6 +141,8 @@ class MarkersIngest:
             elif state is not None:
                 kind, timestamp_ms = message.timestamp()
                 stamp = now if kind == TIMESTAMP_NOT_AVAILABLE else timestamp_ms
+                if kind == TIMESTAMP_LOG_APPEND_TIME and timestamp_ms > newest_live and state.caught_up:
+                    newest_live = timestamp_ms
                 headers = message.headers()  # None for markers of clients and trackers: only the facade's carry any
                 note = _note_of(headers) if headers else None
                 if note is None:
@@ -124,6 +151,9 @@ class MarkersIngest:
                     applied = state.apply_noted(message.offset() or 0, stamp, message.key(), message.value(), note)
                 if not applied:
                     undecodable += 1
+        if newest_live:
+            CLOCK.observe(newest_live, received_ms)
+            now = CLOCK.broker_ms(received_ms)
         self._observe_ends(now)
         self._metrics.markers_consumed.inc(len(messages))
         if undecodable:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 
+from kmq.progress import ProgressWatch
 from kmq_tracker._memory import release_free_memory
 from kmq_tracker.alignment import AlignmentWatch
 from kmq_tracker.config import TrackerConfig
@@ -35,9 +36,17 @@ class Loop:
     """One `turn()`: read markers until the next wake-up, settle finished passes, start due ones, commit, report."""
 
     def __init__(
-        self, config: TrackerConfig, metrics: TrackerMetrics, ingest: MarkersIngest, pool: RedeliveryPool
+        self,
+        config: TrackerConfig,
+        metrics: TrackerMetrics,
+        ingest: MarkersIngest,
+        pool: RedeliveryPool,
+        progress: ProgressWatch | None = None,
     ) -> None:
         self._config = config
+        # Work waits while a pass runs or a message is overdue; a pass that ends is progress, and so is reading
+        # markers while no pass runs (catching up). A blocked pass therefore shows however many markers arrive.
+        self._progress = progress if progress is not None else ProgressWatch("tracker", config.stall_timeout_ms)
         self._metrics = metrics
         self._ingest = ingest
         self._pool = pool
@@ -49,6 +58,8 @@ class Loop:
 
     def turn(self) -> None:
         read = self._ingest.poll(self._wait_ms(now_ms()) / 1000)
+        if read and not self._pool.running:
+            self._progress.progressed()
         self._trim_after_backlog(read)
         self._settle(self._pool.completed())
         self._start_due()
@@ -109,6 +120,8 @@ class Loop:
                 self._pool.submit(state, due)
 
     def _settle(self, finished: list[Finished]) -> None:
+        if finished:
+            self._progress.progressed()
         for done in finished:
             if done.error is not None:
                 raise done.error  # a fatal producer error (or a defect): the replica stops and is restarted
@@ -128,12 +141,16 @@ class Loop:
     def _report(self, now: int) -> None:
         topic = self._config.kmq.markers_topic
         running = self._pool.running
+        overdue = False
         for state in self._ingest.partitions.values():
             job = running.get(state.partition)
             pass_ms = 0 if job is None else max(0, now - job.started_ms)
+            overdue_ms = state.overdue_ms(now)
+            overdue = overdue or overdue_ms > 0
             self._metrics.set_partition(
-                topic, state.partition, len(state.pending), state.overdue_ms(now), state.caught_up, pass_ms
+                topic, state.partition, len(state.pending), overdue_ms, state.caught_up, pass_ms
             )
+        self._progress.waiting(overdue or bool(running))
 
 
 def _most_overdue_first(state: PartitionState) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -58,6 +60,11 @@ class TrackerMetrics:
             registry=r,
         )
         self.redelivery_errors = Counter("kmq_redelivery_errors", "Failed redelivery attempts (retried)", registry=r)
+        self.last_progress = Gauge(
+            "kmq_tracker_last_progress_seconds",
+            "Seconds since the tracker last made progress while work waited (0 when nothing waits)",
+            registry=r,
+        )
         self.misaligned = Gauge(
             "kmq_topics_misaligned",
             "1 while the queue and markers topics have different partition counts (messages left untracked)",
@@ -69,6 +76,9 @@ class TrackerMetrics:
             buckets=_LATENESS_BUCKETS,
             registry=r,
         )
+
+    def watch_progress(self, last_progress_s: Callable[[], float]) -> None:
+        self.last_progress.set_function(last_progress_s)
 
     def set_partition(
         self, topic: str, partition: int, pending: int, overdue_ms: int, caught_up: bool, pass_ms: int = 0

@@ -9,7 +9,6 @@ caller retries it after a backoff.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -23,6 +22,7 @@ from kmq.headers import REASON_MAX_REDELIVERIES, dead_letter, redelivered, redel
 from kmq.kafka import DeliveryCallback, produce, producer_settings
 from kmq.markers import EndMarker, MarkerKey
 from kmq_tracker.config import TrackerConfig
+from kmq_tracker.ingest import now_ms
 from kmq_tracker.reader import QueueReader, QueueRecord
 from kmq_tracker.undeliverable import Fate, UndeliverableWriter, is_permanent
 
@@ -154,7 +154,7 @@ class Redeliverer:
             group.wait(self._producer, self._write_timeout_s)
         except DeliveryError as e:
             outcome.errors.append(str(e))
-        outcome.copied_at_ms = time.time_ns() // 1_000_000
+        outcome.copied_at_ms = now_ms()  # the broker's clock, as the deadlines
         for index, (record, dead) in enumerate(zip(records, to_dead_letter, strict=True)):
             if index in group.results:
                 (outcome.dead_lettered if dead else outcome.copied).append(record.offset)

@@ -13,6 +13,7 @@ import time
 from types import TracebackType
 
 from kmq.admin import check_topics
+from kmq.progress import ProgressWatch
 from kmq.stop_watch import StopWatch
 from kmq_tracker.config import TrackerConfig
 from kmq_tracker.http import HealthServer
@@ -46,6 +47,8 @@ class TrackerService:
         self._partitions: dict[int, PartitionStatus] = {}
         self._workers_alive = True
         self._kafka_problem: str | None = None  # written by the loop only
+        self.progress = ProgressWatch(f"tracker of {config.kmq.queue_topic}", config.stall_timeout_ms)
+        self.metrics.watch_progress(self.progress.last_progress_s)
 
     # -- lifecycle -----------------------------------------------------------------------------------------------
 
@@ -62,7 +65,7 @@ class TrackerService:
         except BaseException:
             ingest.close()
             raise
-        loop = Loop(self.config, self.metrics, ingest, pool)
+        loop = Loop(self.config, self.metrics, ingest, pool, self.progress)
         try:
             self._serve(ingest, loop, pool)
         finally:
@@ -115,8 +118,9 @@ class TrackerService:
         return alive and self.problem() is None
 
     def problem(self) -> str | None:
-        """Why the replica is not alive, when known: its consumer lost every broker (kmq.liveness)."""
-        return self._kafka_problem
+        """Why the replica is not alive, when known: its consumer lost every broker (kmq.liveness), or it made no
+        progress for `stall_timeout_ms` while work waited (kmq.progress)."""
+        return self._kafka_problem or self.progress.problem()
 
     def ready(self) -> bool:
         """Assigned by the group, and every owned partition read up to its end at assignment."""

@@ -19,12 +19,14 @@ READY_TIMEOUT_S = 2.0
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health, "description": "restart me"}})
 async def healthz(request: Request) -> Health | Response:
-    """Liveness: the process serves requests, its producers can still write (a fatal error is for good), and no
-    receiver lost its brokers since its last good receive (kmq.liveness).
+    """Liveness: the process serves requests, its producers can still write (a fatal error is for good), no
+    receiver lost its brokers since its last good receive (kmq.liveness), and requests in progress are finishing
+    (no stall past `stall_timeout_ms`, kmq.progress).
 
     It needs nothing from Kafka: before the lifespan has connected there is no state, and the process is alive."""
     state: ApiState | None = getattr(request.state, "kmq", None)
     broken = _broken_producer(state) if state is not None else None
+    broken = broken or request.app.state.kmq_progress.problem()
     return _unready(broken) if broken else Health(status="ok")
 
 
