@@ -20,6 +20,7 @@ class _ApiEnv(BaseModel):
 
     api_queues: str = ""
     api_keys: str = ""
+    api_admin_keys: str = ""
     api_allow_anonymous: bool = False
     api_receipt_secret: str = ""
     api_max_body_bytes: int = 0
@@ -41,6 +42,7 @@ def api_fields_from_env(kmq_overrides: dict[str, Any] | None = None, **overrides
     fields: dict[str, Any] = {
         "queues": _queue_configs(env.get("api_queues", ""), kmq_overrides or {}),
         "api_keys": tuple(_split(env.get("api_keys", ""))),
+        "admin_keys": tuple(_split(env.get("api_admin_keys", ""))),
         "receipt_secret": env.get("api_receipt_secret", ""),
     }
     optional = ("allow_anonymous", "max_body_bytes", "max_message_bytes", "write_timeout_ms", "receiver_idle_ms")

@@ -36,7 +36,7 @@ async def require_api_key(
     state: State, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> None:
     """401 unless the request carries `Authorization: Bearer <key>` with a configured key (or access is open)."""
-    keys = state.config.api_keys
+    keys = state.config.all_keys
     if not keys and state.config.allow_anonymous:
         return
     offered = credentials.credentials.encode() if credentials is not None else b""
