@@ -10,8 +10,10 @@ from typing import TypedDict
 import anyio.to_thread
 from fastapi import FastAPI
 
-from kmq_api import problems
+from kmq_api import console, problems
 from kmq_api.config import ApiConfig
+from kmq_api.console.history import History
+from kmq_api.console.jobs import JobBoard
 from kmq_api.limits import BodyLimitMiddleware
 from kmq_api.metrics import ApiMetrics
 from kmq_api.routers import deliveries, dlq, health, messages, queues, receipts
@@ -41,6 +43,8 @@ def create_app(
     When a background thread or task dies on an unexpected error, `/healthz` answers 503 and `on_failure` is called
     (from any thread): `kmq api` stops its server then, and exits non-zero. `app.state.kmq_failure()` says why."""
     failure: list[ApiState] = []
+    history = History()
+    jobs = JobBoard(lambda component, error: failure[0].fail(component, error) if failure else None)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[LifespanState]:
@@ -48,11 +52,14 @@ def create_app(
         failure.append(state)
         housekeeping = asyncio.create_task(state.leave_idle_groups(), name="kmq-api-housekeeping")
         state.watch(housekeeping)
+        sampler = asyncio.create_task(history.run(state.queues), name="kmq-console-history")
+        state.watch(sampler)
         try:
             yield {"kmq": state}
         finally:
             housekeeping.cancel()
-            await asyncio.wait([housekeeping])  # its error, if it died of one, was handled by `state.watch`
+            sampler.cancel()
+            await asyncio.wait([housekeeping, sampler])  # their errors, if they died of one, went to `state.watch`
             await anyio.to_thread.run_sync(state.close)
 
     app = FastAPI(title="kmq", version="1", description=DESCRIPTION, lifespan=lifespan)
@@ -60,5 +67,6 @@ def create_app(
     for module in (messages, deliveries, receipts, queues, dlq, health):
         app.include_router(module.router)
     problems.install(app)
+    console.install(app, config, history, jobs)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=config.max_body_bytes)
     return app
