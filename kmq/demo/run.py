@@ -186,6 +186,7 @@ def _keep_running(console: Console, children: Children, api: Api, config: KmqCon
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print("for the examples (examples/*/README.md) and `kmq` commands in another terminal:")
     console.print(display.exports(config, api.service.url, api.api_key), markup=False, highlight=False, soft_wrap=True)
+    console.print(f"the console: {api.service.url}/console (log in with the API key {api.api_key})", markup=False)
     console.print("broker, trackers and REST facade keep running: Ctrl-C stops them all")
     try:
         while True:

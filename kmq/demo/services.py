@@ -50,7 +50,7 @@ def start_api(children: Children, config: KmqConfig, port: int | None) -> Api:
     env = {
         **config.to_env(),
         "KMQ_API_QUEUES": config.queue_topic,
-        "KMQ_API_KEYS": api_key,
+        "KMQ_API_ADMIN_KEYS": api_key,  # the REST API's key, and the console's: it may redrive, move and purge
         "KMQ_API_RECEIPT_SECRET": secrets.token_hex(32),
         "KMQ_API_HOST": LOCALHOST,
         "KMQ_API_PORT": str(port),
