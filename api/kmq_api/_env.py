@@ -27,6 +27,7 @@ class _ApiEnv(BaseModel):
     api_max_message_bytes: int = 0
     api_write_timeout_ms: int = 0
     api_receiver_idle_ms: int = 0
+    api_history_topic: str = ""
     api_host: str = ""
     api_port: int = 0
 
@@ -49,6 +50,8 @@ def api_fields_from_env(kmq_overrides: dict[str, Any] | None = None, **overrides
     for name in (*optional, "host", "port"):
         if env.get(f"api_{name}") not in (None, "", 0):
             fields[name] = env[f"api_{name}"]
+    if env.get("api_history_topic") is not None:
+        fields["history_topic"] = env["api_history_topic"]  # "" is a choice: memory only
     if not fields["receipt_secret"] and "receipt_secret" not in overrides:
         raise ConfigError(env_name("api_receipt_secret"), "is required (e.g. `openssl rand -hex 32`)")
     return {**fields, **overrides}

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from kmq_api import console, problems
 from kmq_api.config import ApiConfig
 from kmq_api.console.history import History
+from kmq_api.console.history_store import HistoryStore
 from kmq_api.console.jobs import JobBoard
 from kmq_api.limits import BodyLimitMiddleware
 from kmq_api.metrics import ApiMetrics
@@ -43,7 +44,8 @@ def create_app(
     When a background thread or task dies on an unexpected error, `/healthz` answers 503 and `on_failure` is called
     (from any thread): `kmq api` stops its server then, and exits non-zero. `app.state.kmq_failure()` says why."""
     failure: list[ApiState] = []
-    history = History()
+    store = HistoryStore(config.queues[0], config.history_topic) if config.history_topic else None
+    history = History(store=store)
     jobs = JobBoard(lambda component, error: failure[0].fail(component, error) if failure else None)
 
     @asynccontextmanager

@@ -37,6 +37,10 @@ class ApiConfig(FrozenConfig):
     receiver_idle_ms: int = Field(
         30_000, gt=0, description="leave a queue's worker group after this long without a receive on this replica"
     )
+    history_topic: str = Field(
+        "kmq-console-history",
+        description="compacted topic keeping the console's last hour, so it survives a restart (empty: memory only)",
+    )
     # All interfaces by default: the API runs as a service in a pod or container, behind API keys.
     host: str = Field("0.0.0.0", description="interface uvicorn listens on")
     port: int = Field(8080, ge=1, le=65535, description="TCP port uvicorn listens on")

@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 from pydantic import SecretStr
 from selenium import webdriver
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
 from kmq import headers as h
 from kmq.config import KmqConfig
@@ -26,7 +27,7 @@ from kmq.message import Message
 from kmq.producer import KmqProducer, OutgoingMessage
 from kmq.worker import Reject, Worker
 from kmq_api.config import ApiConfig
-from tests.helpers import committed_offsets, wait_for
+from tests.helpers import committed_offsets, read_topic, wait_for
 from tests.integration.console_browser import log_in, screenshot, serve, start_browser, text
 
 pytestmark = pytest.mark.integration
@@ -290,3 +291,58 @@ def attacker_page(target: str) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+@contextmanager
+def logged_in(base: str, key: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=base, timeout=30) as http:
+        answer = http.post("/console/login", data={"key": key})
+        assert answer.status_code == 303, answer.text
+        yield http
+
+
+def test_the_overviews_last_hour_survives_a_restart_of_the_facade(make_config: MakeConfig) -> None:
+    config = make_config(partitions=1)
+    api = facade(config).model_copy(update={"history_topic": f"{config.queue_topic}-history"})
+    send(config, *(OutgoingMessage(b"x") for _ in range(4)))
+
+    def samples(http: httpx.Client) -> list[dict[str, int]]:
+        answer = http.get("/console/overview.json")
+        assert answer.status_code == 200, answer.text
+        found: list[dict[str, int]] = answer.json()["queues"][0]["samples"]
+        return found
+
+    with serve(api) as base, logged_in(base, READ_KEY) as http:
+        first = wait_for(lambda: samples(http), timeout_s=30, what="a first sample")
+        assert first[0]["backlog"] == 4 and first[0]["written"] == 4
+    with serve(api) as base, logged_in(base, READ_KEY) as http:
+        # read back in the background once the facade is up
+        wait_for(lambda: first[0] in samples(http), timeout_s=30, what="the sample taken before the restart")
+
+
+def test_dead_letters_moved_to_another_queue_then_purged_after_a_confirmation_naming_the_count(
+    dead_lettered: tuple[KmqConfig, RejectFirstTime], make_config: MakeConfig, browser: webdriver.Chrome, shots: Path
+) -> None:
+    config, _ = dead_lettered
+    other = make_config(partitions=1)
+    with serve(facade(config, other)) as base:
+        log_in(browser, base, ADMIN_KEY)
+        browser.get(f"{base}/console/queues/{config.queue_topic}/dead-letters")
+        row = next(r for r in browser.find_elements(By.CSS_SELECTOR, "tr.dead-letter") if "k0" in r.text)
+        row.find_element(By.CSS_SELECTOR, "input[name=pick]").click()
+        Select(browser.find_element(By.NAME, "target")).select_by_value(other.queue_topic)
+        browser.find_element(By.ID, "redrive").click()
+        wait_for(lambda: "done: 1 sent" in text(browser, ".job-state"), timeout_s=30, what="the move's progress")
+        moved = read_topic(other, other.queue_topic, 1)
+        assert [(r.key, r.value) for r in moved] == [(b"k0", b"task-0")]
+        # purge: the form asks first, naming the count; nothing is deleted until that is confirmed
+        browser.get(f"{base}/console/queues/{config.queue_topic}/dead-letters")
+        browser.find_element(By.CSS_SELECTOR, "#purge-form input[name=offset]").clear()
+        browser.find_element(By.CSS_SELECTOR, "#purge-form input[name=offset]").send_keys("2")
+        browser.find_element(By.ID, "purge").click()
+        assert "This deletes 2 dead letters" in text(browser, "#purge-count")
+        screenshot(browser, shots, "purge-confirm")
+        assert len(read_dead_letters(config)) == 3
+        browser.find_element(By.ID, "purge-confirm").click()
+        wait_for(lambda: text(browser, "#matched").startswith("1 dead letters match"), timeout_s=30, what="the purge")
+    assert [dead.offset for dead in read_dead_letters(config)] == [2]

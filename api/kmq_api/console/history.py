@@ -2,7 +2,8 @@
 traffic (the queue's end: messages written; the group's committed offsets: messages received; the dead-letter
 topic's end: dead letters written). Rates per minute are the differences between samples.
 
-Kept in memory, so a restarted facade starts a new hour."""
+Kept in memory, and one sample per queue and minute in a compacted topic (`HistoryStore`): a restarted facade reads
+the last hour back from it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio.to_thread
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -19,6 +21,9 @@ from kmq.config import KmqConfig
 from kmq.errors import KmqError
 from kmq.kafka import consumer_settings
 from kmq_api.served import ServedQueue
+
+if TYPE_CHECKING:
+    from kmq_api.console.history_store import HistoryStore
 
 _log = logging.getLogger(__name__)
 HOUR_MS = 3600 * 1000
@@ -45,21 +50,51 @@ class Rates:
 class History:
     """Samples of every queue for the last hour; one writer (the `run` task), readers copy the deques."""
 
-    def __init__(self, interval_s: float = 10.0) -> None:
+    def __init__(self, interval_s: float = 10.0, store: HistoryStore | None = None) -> None:
         self.interval_s = interval_s
         self.samples: dict[str, deque[Sample]] = {}
+        self.store = store
+        self._saved_minute: dict[str, int] = {}
 
     async def run(self, queues: dict[str, ServedQueue]) -> None:
-        """Sample every queue every `interval_s`, for the app's lifetime. Kafka trouble skips a sample (logged)."""
-        while True:
-            for name, queue in list(queues.items()):
-                try:
-                    sample = await anyio.to_thread.run_sync(measure, queue)
-                except (KmqError, KafkaException) as e:
-                    _log.warning("console: no sample of %s: %s", name, e)
-                    continue
-                self.add(name, sample)
-            await asyncio.sleep(self.interval_s)
+        """Read the last hour back, then sample every queue every `interval_s` for the app's lifetime. Kafka trouble
+        skips a sample (logged); a store that cannot be opened leaves the history in memory only (logged)."""
+        if self.store is not None:
+            await self._restore(self.store)
+        try:
+            while True:
+                for name, queue in list(queues.items()):
+                    try:
+                        sample = await anyio.to_thread.run_sync(measure, queue)
+                        await self._save(name, sample)
+                    except (KmqError, KafkaException) as e:
+                        _log.warning("console: no sample of %s: %s", name, e)
+                        continue
+                    self.add(name, sample)
+                await asyncio.sleep(self.interval_s)
+        finally:
+            if self.store is not None:
+                await anyio.to_thread.run_sync(self.store.close)
+
+    async def _restore(self, store: HistoryStore) -> None:
+        since_ms = int(time.time() * 1000) - HOUR_MS
+        try:
+            await anyio.to_thread.run_sync(store.open)
+            kept = await anyio.to_thread.run_sync(store.load, since_ms)
+        except (KmqError, KafkaException) as e:
+            _log.warning("console: history topic %s unusable, the history stays in memory: %s", store.topic, e)
+            self.store = None
+            return
+        for queue, sample in kept:
+            self.add(queue, sample)
+            self._saved_minute[queue] = sample.at_ms // 60_000
+
+    async def _save(self, queue: str, sample: Sample) -> None:
+        """One sample per queue and minute goes to the store."""
+        minute = sample.at_ms // 60_000
+        if self.store is not None and self._saved_minute.get(queue) != minute:
+            await anyio.to_thread.run_sync(self.store.save, queue, sample)
+            self._saved_minute[queue] = minute
 
     def add(self, queue: str, sample: Sample) -> None:
         kept = self.samples.setdefault(queue, deque())

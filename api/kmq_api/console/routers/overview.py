@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
+from kmq.errors import KmqError
 from kmq_api.console.deps import PREFIX, Logged, page
 from kmq_api.console.history import History
 from kmq_api.deps import State
@@ -33,9 +34,15 @@ async def overview_json(request: Request, viewer: Logged, state: State) -> dict[
 
 
 async def _queue(queue: ServedQueue, history: History) -> dict[str, Any]:
-    lags = await queue.backlog()
+    """The queue's figures; when Kafka does not answer, the last known ones are left and `error` says why."""
+    error = None
+    try:
+        lags = await queue.backlog()
+    except KmqError as e:
+        lags, error = [], str(e)
     rates = history.rates(queue.name)
     return {
+        "error": error,
         "name": queue.name,
         "markers_topic": queue.config.markers_topic,
         "dead_letter_topic": queue.config.dead_letter_topic,

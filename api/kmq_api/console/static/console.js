@@ -47,6 +47,8 @@ function showQueue(section, queue) {
     const element = section.querySelector(selector);
     if (element) element.textContent = text;
   };
+  set(".queue-error", queue.error || "");
+  if (queue.error) return; // Kafka did not answer: the last figures stay
   set(".backlog", String(queue.backlog));
   set(".partition-count", String(queue.partitions.length));
   if (queue.rates) {
