@@ -5,6 +5,7 @@ are made so), there too."""
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import threading
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import uvicorn
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
@@ -66,14 +68,22 @@ def log_in(browser: webdriver.Chrome, base: str, key: str) -> None:
 
 
 def screenshot(browser: webdriver.Chrome, folder: Path, name: str) -> None:
-    """`name`.png in `folder` (the test's artifacts) and in $KMQ_CONSOLE_SCREENSHOTS when set."""
+    """`name`.png in `folder` (the test's artifacts) and, reduced to 64 colours (small enough to commit), in
+    $KMQ_CONSOLE_SCREENSHOTS when set."""
     png = browser.get_screenshot_as_png()
     (folder / f"{name}.png").write_bytes(png)
     extra = os.environ.get("KMQ_CONSOLE_SCREENSHOTS")
     if extra:
+        from PIL import Image  # pillow: the dev extra's matplotlib brings it
+
         Path(extra).mkdir(parents=True, exist_ok=True)
-        (Path(extra) / f"{name}.png").write_bytes(png)
+        image = Image.open(io.BytesIO(png)).convert("RGB").quantize(64)
+        image.save(Path(extra) / f"{name}.png", optimize=True)
 
 
 def text(browser: webdriver.Chrome, css: str) -> str:
-    return "\n".join(element.text for element in browser.find_elements(By.CSS_SELECTOR, css))
+    """The text of every element `css` selects; "" while the page is being replaced (callers wait on it)."""
+    try:
+        return "\n".join(element.text for element in browser.find_elements(By.CSS_SELECTOR, css))
+    except StaleElementReferenceException:
+        return ""

@@ -89,7 +89,7 @@ def test_login_then_overview_shows_the_queue_and_its_backlog(
         assert browser.current_url.endswith("/console/login"), "an anonymous visitor must be sent to the login form"
         browser.find_element(By.ID, "key").send_keys("not-a-key")
         browser.find_element(By.ID, "login").click()
-        assert "Unknown API key" in text(browser, "#login-error")
+        wait_for(lambda: "Unknown API key" in text(browser, "#login-error"), timeout_s=30, what="the login's refusal")
         screenshot(browser, shots, "login")
         log_in(browser, base, READ_KEY)
         cookie = browser.get_cookie("kmq_console")
@@ -249,8 +249,8 @@ def test_a_cross_site_form_without_the_csrf_token_is_refused(
         log_in(browser, base, ADMIN_KEY)
         browser.get(evil)
         browser.find_element(By.ID, "win").click()
-        wait_for(lambda: browser.current_url.startswith(base), timeout_s=30, what="the form's answer")
-        assert "CSRF" in text(browser, "#error-detail")
+        wait_for(lambda: "CSRF" in text(browser, "#error-detail"), timeout_s=30, what="the form's refusal")
+        assert browser.current_url.startswith(base)
         # the same request with the session's token is accepted: the token alone made the difference
         with session_client(browser, base) as http:
             page = http.get(f"/console/queues/{config.queue_topic}/dead-letters").text
@@ -340,7 +340,7 @@ def test_dead_letters_moved_to_another_queue_then_purged_after_a_confirmation_na
         browser.find_element(By.CSS_SELECTOR, "#purge-form input[name=offset]").clear()
         browser.find_element(By.CSS_SELECTOR, "#purge-form input[name=offset]").send_keys("2")
         browser.find_element(By.ID, "purge").click()
-        assert "This deletes 2 dead letters" in text(browser, "#purge-count")
+        wait_for(lambda: "This deletes 2 dead letters" in text(browser, "#purge-count"), 30, what="the confirmation")
         screenshot(browser, shots, "purge-confirm")
         assert len(read_dead_letters(config)) == 3
         browser.find_element(By.ID, "purge-confirm").click()
