@@ -28,6 +28,7 @@ class _ApiEnv(BaseModel):
     api_write_timeout_ms: int = 0
     api_receiver_idle_ms: int = 0
     api_history_topic: str = ""
+    api_tracker_urls: str = ""
     api_host: str = ""
     api_port: int = 0
 
@@ -44,6 +45,7 @@ def api_fields_from_env(kmq_overrides: dict[str, Any] | None = None, **overrides
         "queues": _queue_configs(env.get("api_queues", ""), kmq_overrides or {}),
         "api_keys": tuple(_split(env.get("api_keys", ""))),
         "admin_keys": tuple(_split(env.get("api_admin_keys", ""))),
+        "tracker_urls": tuple(_split(env.get("api_tracker_urls", ""))),
         "receipt_secret": env.get("api_receipt_secret", ""),
     }
     optional = ("allow_anonymous", "max_body_bytes", "max_message_bytes", "write_timeout_ms", "receiver_idle_ms")

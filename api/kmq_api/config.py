@@ -37,6 +37,9 @@ class ApiConfig(FrozenConfig):
     receiver_idle_ms: int = Field(
         30_000, gt=0, description="leave a queue's worker group after this long without a receive on this replica"
     )
+    tracker_urls: tuple[str, ...] = Field(
+        (), description="the tracker replicas' HTTP addresses, comma-separated: the console shows their health"
+    )
     history_topic: str = Field(
         "kmq-console-history",
         description="compacted topic keeping the console's last hour, so it survives a restart (empty: memory only)",

@@ -20,6 +20,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
 from kmq import headers as h
+from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.dlq import read_dead_letters
 from kmq.dlq.records import REDRIVEN_FROM
@@ -29,6 +30,7 @@ from kmq.worker import Reject, Worker
 from kmq_api.config import ApiConfig
 from tests.helpers import committed_offsets, read_topic, wait_for
 from tests.integration.console_browser import log_in, screenshot, serve, start_browser, text
+from tests.integration.test_tracker_e2e import running_tracker
 
 pytestmark = pytest.mark.integration
 MakeConfig = Callable[..., KmqConfig]
@@ -99,7 +101,28 @@ def test_login_then_overview_shows_the_queue_and_its_backlog(
         # when messages are sent, the page (without a reload) shows them as the backlog
         send(config, *(OutgoingMessage(f"job-{i}".encode(), f"k{i}".encode()) for i in range(7)))
         wait_for(lambda: text(browser, ".backlog") == "7", timeout_s=30, what="the overview to show a backlog of 7")
-        screenshot(browser, shots, "overview")
+        screenshot(browser, shots, "overview-backlog")
+
+
+def test_the_overview_shows_tracker_replicas_their_partitions_health_and_the_messages_in_flight(
+    make_config: MakeConfig, browser: webdriver.Chrome, shots: Path
+) -> None:
+    config = make_config(partitions=2)
+    send(config, *(OutgoingMessage(f"job-{i}".encode(), f"k{i}".encode()) for i in range(5)))
+    with running_tracker(config) as tracker, KmqClient(config) as client:
+        received: list[Message] = []
+        wait_for(lambda: received.extend(client.receive(10, 0.5, 120_000)) or len(received) == 5, 30, what="5")
+        client.wait_started()
+        replicas = (f"http://127.0.0.1:{tracker.http_port}", "http://127.0.0.1:1")
+        with serve(facade(config).model_copy(update={"tracker_urls": replicas})) as base:
+            log_in(browser, base, READ_KEY)
+            wait_for(lambda: text(browser, ".in-flight") == "5", timeout_s=30, what="5 messages in flight")
+            rows = [row.text for row in browser.find_elements(By.CSS_SELECTOR, "tr.tracker")]
+            assert len(rows) == 2 and rows[0].endswith("healthy 0, 1"), rows
+            assert "unhealthy: unreachable" in rows[1], rows
+            screenshot(browser, shots, "overview")
+        for message in received:
+            client.processed(message)
 
 
 def test_peek_shows_messages_and_changes_nothing(

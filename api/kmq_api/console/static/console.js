@@ -50,6 +50,8 @@ function showQueue(section, queue) {
   set(".queue-error", queue.error || "");
   if (queue.error) return; // Kafka did not answer: the last figures stay
   set(".backlog", String(queue.backlog));
+  if (queue.in_flight !== null) set(".in-flight", String(queue.in_flight));
+  if (queue.overdue_s !== null) set(".overdue", `${queue.overdue_s.toFixed(1)} s`);
   set(".partition-count", String(queue.partitions.length));
   if (queue.rates) {
     set(".rate-written", queue.rates.written.toFixed(0));
