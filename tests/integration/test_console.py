@@ -120,6 +120,9 @@ def test_the_overview_shows_tracker_replicas_their_partitions_health_and_the_mes
             rows = [row.text for row in browser.find_elements(By.CSS_SELECTOR, "tr.tracker")]
             assert len(rows) == 2 and rows[0].endswith("healthy 0, 1"), rows
             assert "unhealthy: unreachable" in rows[1], rows
+            # two samples (10 s apart) make the rates and the backlog's chart
+            wait_for(lambda: text(browser, ".rate-received") == "0", timeout_s=60, what="the rates per minute")
+            wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, 'svg[data-series="backlog"] polyline'), 30)
             screenshot(browser, shots, "overview")
         for message in received:
             client.processed(message)
