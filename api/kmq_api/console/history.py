@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kmq.config import KmqConfig
 from kmq.errors import KmqError
 from kmq.kafka import consumer_settings
+from kmq_api.console.sample import Sample
 from kmq_api.served import ServedQueue
 
 if TYPE_CHECKING:
@@ -27,15 +28,6 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 HOUR_MS = 3600 * 1000
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    at_ms: int
-    backlog: int
-    written: int  # sum of the queue topic's end offsets
-    received: int  # sum of the worker group's committed offsets
-    dead_lettered: int  # sum of the dead-letter topic's end offsets
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from confluent_kafka.cimpl import NewTopic
 from kmq.config import KmqConfig
 from kmq.durability import default_replication_factor
 from kmq.kafka import admin_settings, consumer_settings, producer_settings
-from kmq_api.console.history import Sample
+from kmq_api.console.sample import Sample
 
 _log = logging.getLogger(__name__)
 TIMEOUT_S = 20.0
