@@ -80,8 +80,13 @@ class HistoryStore:
         if self._producer is None:
             return
         key = f"{queue}/{(sample.at_ms // MINUTE_MS) % 60}".encode()
-        self._producer.produce(self.topic, json.dumps({"queue": queue, **asdict(sample)}).encode(), key)
+        value = json.dumps({"queue": queue, **asdict(sample)}).encode()
+        self._producer.produce(self.topic, value, key, on_delivery=self._delivered)
         self._producer.poll(0)
+
+    def _delivered(self, error: KafkaError | None, _: object) -> None:
+        if error is not None:
+            _log.warning("console history: a sample was not stored on %s: %s", self.topic, error)
 
     def close(self) -> None:
         if self._producer is not None:
