@@ -180,3 +180,15 @@ class TrackerCompatibilityError(KmqError):
 
 class AckInputError(KmqError, ValueError):
     """A row given to the Spark acknowledgement sink is invalid (unknown status, null partition or offset)."""
+
+
+class MissingExtraError(KmqError, ImportError):
+    """A feature's optional dependencies are not installed; the message names the `pip install` that adds them."""
+
+    def __init__(self, feature: str, extras: tuple[str, ...], missing: tuple[str, ...]) -> None:
+        names = " and ".join(extras)
+        plural = "s" if len(extras) > 1 else ""
+        super().__init__(f"{feature} needs the {names} extra{plural}: pip install 'kmq[{','.join(extras)}]'")
+        self.feature = feature
+        self.extras = extras
+        self.missing = missing

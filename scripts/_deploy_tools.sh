@@ -1,16 +1,16 @@
 # Sourced by scripts/test: the tools of the deploy tests (tests/deploy) that pip cannot install, and the image.
 # kubectl renders the Kustomize overlays offline (`kubectl kustomize`, no cluster needed). Debian packages it as
 # `kubernetes-client` (bookworm: kubectl 1.20 with Kustomize 2.0.3, which the manifests are written for).
-# Without root or apt-get it only warns: those tests then skip and say why.
+# Without root or apt-get it only warns: those tests then fail and say why (or skip, with KMQ_ALLOW_SKIPS=1).
 _kmq_install_kubectl() {
   command -v kubectl >/dev/null 2>&1 && return 0
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    echo "warning: kubectl not found and not installable here (needs root and apt-get); tests/deploy will skip the Kustomize renders" >&2
+    echo "warning: kubectl not found and not installable here (needs root and apt-get); tests/deploy's Kustomize renders will fail (or skip, with KMQ_ALLOW_SKIPS=1)" >&2
     return 0
   fi
   echo "== installing kubectl (Debian package kubernetes-client) for tests/deploy"
   if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubernetes-client >/dev/null; }; then
-    echo "warning: apt-get could not install kubernetes-client; tests/deploy will skip the Kustomize renders" >&2
+    echo "warning: apt-get could not install kubernetes-client; tests/deploy's Kustomize renders will fail (or skip, with KMQ_ALLOW_SKIPS=1)" >&2
   fi
 }
 _kmq_install_kubectl
@@ -20,17 +20,20 @@ unset -f _kmq_install_kubectl
 # does not spend its time budget on a build from scratch: scripts/image --keep-daemon, whose private dockerd (if it
 # started one) serves the tests and is stopped when scripts/test exits. One test session at a time uses the private
 # dockerd (the lock session.lock in its directory; the tests' fixture takes it too when run alone), so no session
-# stops it under another's containers. Where the image cannot be built it only warns (the tests then skip and say
-# why), except in CI (CI=true): there it fails.
+# stops it under another's containers. Where the image cannot be built it fails, unless the caller opted in to
+# skipping what this machine cannot run (KMQ_ALLOW_SKIPS=1): then it warns and the container tests skip and say why.
 _kmq_stop_private_dockerd() {
   [ -z "${KMQ_DOCKERD_PID:-}" ] || scripts/image --stop
 }
+_kmq_skips_allowed() {
+  [ "${KMQ_ALLOW_SKIPS:-}" = 1 ]
+}
 _kmq_image_unavailable() {
-  if [ "${CI:-}" = true ]; then
-    echo "$1 in CI: the container tests need the image" >&2
+  if ! _kmq_skips_allowed; then
+    echo "$1: the container tests need the image (KMQ_ALLOW_SKIPS=1 skips them)" >&2
     exit 1
   fi
-  echo "warning: $1; tests/deploy will skip the container tests" >&2
+  echo "warning: $1; tests/deploy will skip the container tests (KMQ_ALLOW_SKIPS=1)" >&2
 }
 kmq_build_image() {
   echo "== image (scripts/image; the container tests run it)"
@@ -51,19 +54,19 @@ kmq_build_image() {
 
 # Kubernetes for the cluster tests (tests/k8s, scripts/k8s-up): built once per machine from the Go module proxy
 # (scripts/k8s-build; 5-8 minutes on 2 cores, then cached in ~/.cache/kmq/k8s), before pytest so no test waits on it.
-# The cluster needs root: without it the tests skip and say why, except in CI (CI=true), where this fails.
+# The cluster needs root: without it this fails, unless the caller opted in to skipping (KMQ_ALLOW_SKIPS=1).
 kmq_build_kubernetes() {
   echo "== Kubernetes (scripts/k8s-build; tests/k8s runs it)"
   if [ "$(id -u)" != 0 ]; then
-    if [ "${CI:-}" = true ]; then
-      echo "the Kubernetes tests need root in CI (scripts/k8s-up runs a kubelet and containerd)" >&2
+    if ! _kmq_skips_allowed; then
+      echo "the Kubernetes tests need root (scripts/k8s-up runs a kubelet and containerd; KMQ_ALLOW_SKIPS=1 skips)" >&2
       exit 1
     fi
-    echo "warning: not root: tests/k8s will skip (scripts/k8s-up runs a kubelet and containerd)" >&2
+    echo "warning: not root: tests/k8s will skip (KMQ_ALLOW_SKIPS=1)" >&2
     return 0
   fi
   if ! scripts/k8s-build >/dev/null; then
-    [ "${CI:-}" = true ] && exit 1
+    _kmq_skips_allowed || exit 1
     echo "warning: scripts/k8s-build failed (above): tests/k8s will fail at scripts/k8s-up" >&2
   fi
 }

@@ -50,6 +50,7 @@ OTHER = [
     ("KMQ_CACHE_DIR", "`~/.cache/kmq`", "where the kafka backend keeps the jars it resolved from Maven Central"),
     ("KMQ_TEST_REPLICATION_FACTOR", "`1`", "tests on an external cluster: replicas of the topics they create"),
     ("KMQ_VENV", "`.venv`", "scripts/test and scripts/demo: the virtualenv they create and use"),
+    ("KMQ_ALLOW_SKIPS", "unset", "tests: `1` skips what this machine cannot run (root, Docker, mvn), else it fails"),
     ("KMQ_API_URL", "`http://127.0.0.1:8080`", "examples/http: where the REST facade is"),
     ("KMQ_API_KEY", "none", "examples/http: the bearer key to send"),
     ("KMQ_CONSOLE_SCREENSHOTS", "none", "tests: a folder where the console's browser tests also save screenshots"),

@@ -17,7 +17,9 @@
 - `make_config(partitions=4, **overrides)`: a KmqConfig for a new queue `t-<test>-<uuid8>`, its queue, markers and
   dead-letter topics created on `cluster`.
 
-Tests under tests/integration get the `integration` mark, so `-m "not integration"` runs without a broker.
+Tests that start a broker, a container, a cluster or a fresh virtualenv get the `integration` mark (by their folder or
+their fixtures), so `-m "not integration"` starts none. `@pytest.mark.needs(available, reason)`: what a test needs of
+the machine; without it the test fails, unless the caller opts in to skipping with KMQ_ALLOW_SKIPS=1.
 """
 
 from __future__ import annotations
@@ -33,17 +35,33 @@ import pytest
 
 from kmq.config import KmqConfig
 from kmq.embedded import EmbeddedKafka, ExternalKafka, KafkaCluster, default_backend
+from tests.helpers import needs
 from tests.secure_kafka import start_secure_kafka
 
-INTEGRATION_DIR = Path(__file__).parent / "integration"
+TESTS = Path(__file__).parent
+# Their tests start brokers, containers, clusters or virtualenvs (tests/deploy: kubectl and the image's containers).
+INTEGRATION_DIRS = tuple(TESTS / name for name in ("integration", "faults", "interop", "deploy", "k8s", "install"))
+BROKER_FIXTURES = frozenset({"kafka", "kafka_tansu", "kafka_mock", "kafka_nodes", "secure_kafka", "make_config"})
 MakeConfig = Callable[..., KmqConfig]
 _TOPIC_SLUG_CHARS = 80
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "needs(available, reason): fails without what the machine lacks, unless KMQ_ALLOW_SKIPS=1"
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.is_relative_to(INTEGRATION_DIR):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if any(item.path.is_relative_to(folder) for folder in INTEGRATION_DIRS) or fixtures & BROKER_FIXTURES:
             item.add_marker(pytest.mark.integration)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("needs"):
+        needs(*mark.args)
 
 
 def external_cluster_requested() -> bool:

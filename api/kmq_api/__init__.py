@@ -6,9 +6,13 @@ variables; `python -m kmq_api.bench` measures it.
 
 from __future__ import annotations
 
-from kmq_api.app import create_app
-from kmq_api.config import ApiConfig
-from kmq_api.metrics import ApiMetrics
-from kmq_api.receipts import Receipt, ReceiptSigner, Refusal
+from kmq.extras import require
+
+require("kmq_api", "api")  # before the imports below: without the extra, one line names the pip install
+
+from kmq_api.app import create_app  # noqa: E402
+from kmq_api.config import ApiConfig  # noqa: E402
+from kmq_api.metrics import ApiMetrics  # noqa: E402
+from kmq_api.receipts import Receipt, ReceiptSigner, Refusal  # noqa: E402
 
 __all__ = ["ApiConfig", "ApiMetrics", "Receipt", "ReceiptSigner", "Refusal", "create_app"]

@@ -7,12 +7,12 @@ import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from kmq.cli.console import OutputConsole
 from kmq.cli.errors import fail, friendly_errors
 from kmq.cli.options import BootstrapOption, QueueOption, build_config
 
-_console = Console(highlight=False, soft_wrap=True)
+_console = OutputConsole()
 
 
 @friendly_errors

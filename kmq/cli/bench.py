@@ -10,19 +10,19 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from kmq.bench.jsonout import write_json
 from kmq.bench.options import ALL_CONTENDERS, CONTENDERS, KMQ, WORKER, BenchOptions
 from kmq.bench.progress import RichDisplay
 from kmq.bench.runner import run_bench
 from kmq.bench.table import print_report
+from kmq.cli.console import OutputConsole
 from kmq.cli.errors import friendly_errors
 from kmq.cli.options import BackendOption, BootstrapOption, resolve_backend
 from kmq.errors import BenchError, ConfigError
+from kmq.extras import require
 
 _defaults = BenchOptions()
-_REPORT_WIDTH = 160
 _SPARK_CONTENDERS = ("spark-kafka", "spark-kmq")
 _EVERY_CONTENDER = (*ALL_CONTENDERS, *_SPARK_CONTENDERS)
 
@@ -62,6 +62,7 @@ def bench(
 
     On an embedded broker unless --bootstrap-servers (or KMQ_BOOTSTRAP_SERVERS) names a cluster.
     """
+    require("kmq bench", "bench")
     if set(_contenders(contenders)) & set(_SPARK_CONTENDERS):  # a Spark session of their own: kmq/spark/bench_cli.py
         from kmq.spark.bench_cli import run_spark_contenders
 
@@ -86,11 +87,9 @@ def bench(
         marker_format=marker_format,
         warm_up=warm_up,
     )
-    with RichDisplay() as display:
+    with RichDisplay(OutputConsole(stderr=True, soft_wrap=False)) as display:
         report = run_bench(options, display)
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console.width = _REPORT_WIDTH  # a file or pipe: the whole table, not 80 columns of it
+    console = OutputConsole(soft_wrap=False)  # a file or pipe: the whole table, not 80 columns of it
     print_report(report, console)
     command = "kmq " + shlex.join(sys.argv[1:])
     if json_file is not None:

@@ -7,16 +7,16 @@ import time
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from kmq.cli.console import OutputConsole
 from kmq.cli.errors import StdoutConsole, friendly_errors
 from kmq.cli.options import BootstrapOption, QueueOption, build_config
 from kmq.client import KmqClient
 from kmq.message import Message
 
-_out = StdoutConsole(highlight=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
+_out = StdoutConsole()
+_err = OutputConsole(stderr=True)
 
 
 @friendly_errors

@@ -9,13 +9,14 @@ from types import FrameType
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from kmq.cli.console import OutputConsole
 from kmq.cli.errors import fail, friendly_errors
 from kmq.cli.options import BackendOption, resolve_backend
 from kmq.demo import DemoOptions, run_demo
+from kmq.extras import require
 
-_console = Console(highlight=False)
+_console = OutputConsole(soft_wrap=False)
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -67,6 +68,7 @@ def demo(
     numbered messages, runs workers that leave some unacknowledged and reject poison ones, shows live progress,
     then reads the topics back and prints what was processed, duplicated, redelivered, dead-lettered and lost.
     """
+    require("kmq demo", "tracker", *(["api"] if api else []))  # it runs them as child processes
     if not bootstrap_servers:
         backend = resolve_backend(backend)
     if keep_running and not api:

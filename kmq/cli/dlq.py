@@ -7,18 +7,18 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kmq.cli.console import OutputConsole
 from kmq.cli.errors import fail, friendly_errors
 from kmq.cli.options import BootstrapOption, QueueOption, build_config
 from kmq.dlq import DeadLetter, DeadLetterFilter, read_dead_letters, redrive
 
 dlq_app = typer.Typer(help="Dead letters: list, show, redrive to the queue.", no_args_is_help=True)
-_out = Console(highlight=False, soft_wrap=True)
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
+_out = OutputConsole()
+_err = OutputConsole(stderr=True)
 PROGRESS_FROM = 1_000  # a progress bar for redrives of at least this many
 
 ReasonOption = Annotated[str | None, typer.Option(help="only dead letters whose reason contains this text")]

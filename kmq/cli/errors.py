@@ -10,19 +10,20 @@ from typing import ParamSpec, TypeVar
 
 import typer
 from confluent_kafka import KafkaException
-from rich.console import Console
+from rich.markup import escape
 
+from kmq.cli.console import OutputConsole
 from kmq.errors import KmqError
 
 P = ParamSpec("P")
 R = TypeVar("R")
-err_console = Console(stderr=True, highlight=False)
+err_console = OutputConsole(stderr=True, soft_wrap=False)
 
 
 BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool whose reader closed the pipe
 
 
-class StdoutConsole(Console):
+class StdoutConsole(OutputConsole):
     """A console for a command's output: a closed pipe raises BrokenPipeError, which `friendly_errors` turns into
     a quiet exit 141 (rich's own handling exits 1, and fails outright where stdout has no file descriptor)."""
 
@@ -32,7 +33,8 @@ class StdoutConsole(Console):
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    # The message is text, not markup: "pip install 'kmq[api]'" keeps its brackets.
+    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
     return typer.Exit(code)
 
 

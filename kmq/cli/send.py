@@ -7,15 +7,15 @@ from collections.abc import Iterator
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from kmq.cli.console import OutputConsole
 from kmq.cli.errors import fail, friendly_errors
 from kmq.cli.options import BootstrapOption, QueueOption, build_config
 from kmq.headers import Headers
 from kmq.producer import KmqProducer
 
-_console = Console(stderr=True, highlight=False, soft_wrap=True)
+_console = OutputConsole(stderr=True)
 
 
 @friendly_errors

@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from kmq.admin import check_topics, ensure_topics, grow_topics, replication
+from kmq.cli.console import OutputConsole
 from kmq.cli.errors import friendly_errors
 from kmq.cli.options import BootstrapOption, QueueOption, build_config
 
 topics = typer.Typer(help="Create or check a queue's topics (queue, markers, dead letters).", no_args_is_help=True)
-_console = Console(highlight=False, soft_wrap=True)
-_err = Console(highlight=False, soft_wrap=True, stderr=True)
+_console = OutputConsole()
+_err = OutputConsole(stderr=True)
 
 
 @topics.command("create")

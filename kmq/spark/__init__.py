@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kmq.extras import require
+
+require("kmq.spark", "spark")
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 

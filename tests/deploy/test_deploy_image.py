@@ -73,7 +73,8 @@ def test_the_final_stage_copies_the_virtualenv_only_and_installs_nothing() -> No
         assert not re.search(rf"\b{re.escape(tool)}\b", python_runs + runs), tool
     builder_runs = " ".join(_instructions(_stage("builder"), "RUN"))
     assert "pip wheel" in builder_runs and "--no-index" in builder_runs
-    assert "kmq[" not in builder_runs, "no extras (embedded, dev) in the image"
+    extras = re.findall(r"\.\[([^\]]*)\]", builder_runs)
+    assert extras == ["tracker,api"], "the services' extras in the image, and no other (embedded, spark, bench, dev)"
 
 
 def test_the_dockerignore_matcher_follows_docker() -> None:

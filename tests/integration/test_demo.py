@@ -191,7 +191,7 @@ def test_ctrl_c_in_the_middle_stops_every_process_the_demo_started(tmp_path: Pat
     assert wait_gone(started, timeout_s=10) == set(), output.text
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="parent-death signals are Linux's")
+@pytest.mark.needs(sys.platform == "linux", "parent-death signals are Linux's")
 def test_even_a_killed_demo_leaves_nothing_running(tmp_path: Path) -> None:
     with demo(*LONG, log_dir=tmp_path) as (process, output):
         started = busy(process, output)

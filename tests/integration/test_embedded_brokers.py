@@ -26,7 +26,7 @@ from kmq.embedded._ports import free_port, wait_until
 from kmq.errors import EmbeddedBrokerError
 
 MakeConfig = Callable[..., KmqConfig]
-linux_only = pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG and /proc are Linux-only")
+linux_only = pytest.mark.needs(sys.platform == "linux", "PR_SET_PDEATHSIG and /proc are Linux-only")
 KMQ_CLI = "import sys; from kmq.cli import main; sys.argv[0] = 'kmq'; main()"
 PARENT_SCRIPT = """
 import sys

@@ -125,7 +125,7 @@ def running_demo(tmp_path_factory: pytest.TempPathFactory, kafka: KafkaCluster) 
         assert process.wait(timeout=60) == 0, output.text
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+@pytest.mark.needs(shutil.which("curl") is not None, "curl is not installed")
 def test_http_example_with_curl(running_demo: dict[str, str]) -> None:
     done = subprocess.run(
         [str(EXAMPLES / "http/curl.sh")],

@@ -16,6 +16,7 @@ from kmq.config import KmqConfig
 from kmq.embedded import EmbeddedKafka, KafkaCluster
 from kmq.jvm import JvmKmq, missing_tools
 from tests.conftest import backend_under_test
+from tests.helpers import unavailable
 from tests.integration.marker_formats import with_marker_format
 
 REAL_KAFKA = "kafka"
@@ -26,7 +27,7 @@ MakeConfig = Callable[..., KmqConfig]
 def jvm_kmq() -> JvmKmq:
     problem = missing_tools()
     if problem:
-        pytest.skip(problem)
+        unavailable(problem)
     harness = JvmKmq()
     harness.classpath()  # resolved once per pom (Maven Central), then from the per-user cache
     return harness

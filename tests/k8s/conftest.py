@@ -2,9 +2,9 @@
 the local overlay of deploy/kubernetes applied with `kubectl apply -k`, as a user applies it; all three per module
 (one module uses them), so nothing of the cluster runs beside the rest of the suite.
 
-The cluster needs root on Linux (the kubelet, containerd, a bridge); without it these tests skip, except in CI
-(CI=true), where they fail. Kubernetes is built once per machine (scripts/k8s-build; scripts/test builds it before
-pytest): run alone without it, the first test waits for the build.
+The cluster needs root on Linux (the kubelet, containerd, a bridge); without it these tests fail, unless the caller
+opts in to skipping them (KMQ_ALLOW_SKIPS=1). Kubernetes is built once per machine (scripts/k8s-build; scripts/test
+builds it before pytest): run alone without it, the first test waits for the build.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 
 from kmq.bench.threads import thread_cpu_ns, us_per_message
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task")
+pytestmark = pytest.mark.needs(sys.platform.startswith("linux"), "reads /proc/self/task")
 
 
 def _spin_then_wait(seconds: float, spun: threading.Event, release: threading.Event) -> None:

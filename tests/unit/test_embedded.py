@@ -145,7 +145,7 @@ def test_mock_control_commands_create_topics_and_reject_anything_else() -> None:
     assert cluster.created == [("orders", 3)]
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux-only")
+@pytest.mark.needs(sys.platform == "linux", "PR_SET_PDEATHSIG is Linux-only")
 def test_the_guard_execs_the_program_for_its_parent_and_refuses_an_orphan() -> None:
     assert guarded(["tansu", "broker"])[-2:] == ["tansu", "broker"]
     ok = subprocess.run([sys.executable, str(GUARD), "0", "/bin/echo", "hello"], capture_output=True, check=False)

@@ -53,7 +53,7 @@ def test_no_mvn_with_nothing_cached_is_a_clear_error(monkeypatch: pytest.MonkeyP
         resolve_jars("kafka", "4.4.0", kafka_artifacts("4.4.0"))
 
 
-@pytest.mark.skipif(shutil.which("mvn") is None, reason="needs mvn (installed on the project's machines and CI)")
+@pytest.mark.needs(shutil.which("mvn") is not None, "needs mvn (scripts/test installs it)")
 def test_an_artifact_that_does_not_resolve_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("KMQ_CACHE_DIR", str(tmp_path / "cache"))
     with pytest.raises(EmbeddedBrokerError, match=r"could not resolve org\.apache\.kafka:kafka_2\.13:0\.0\.1"):
