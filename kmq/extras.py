@@ -8,7 +8,8 @@ import importlib.util
 from kmq.errors import MissingExtraError
 
 TRACKER = ("sortedcontainers", "prometheus_client")
-API = ("fastapi", "uvicorn", "httptools", "orjson")  # uvloop too, but not on Windows: uvicorn runs without it
+# uvloop too, but not on Windows: uvicorn runs without it. jinja2 and python_multipart: the console's pages and forms.
+API = ("fastapi", "uvicorn", "httptools", "orjson", "jinja2", "python_multipart")
 EXTRAS: dict[str, tuple[str, ...]] = {
     "tracker": TRACKER,
     "api": API,

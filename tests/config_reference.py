@@ -29,7 +29,11 @@ _API_SPECIAL = {
         "(`KMQ_QUEUE_TOPIC`)",
         "queues served, comma-separated; each one's topics and group derive from its name",
     ),
-    "KMQ_API_KEYS": ("none", "bearer API keys, comma-separated"),
+    "KMQ_API_KEYS": ("none", "bearer API keys, comma-separated (read-only in the console)"),
+    "KMQ_API_ADMIN_KEYS": (
+        "none",
+        "bearer API keys that may also redrive, move and purge dead letters in the console, comma-separated",
+    ),
     "KMQ_API_RECEIPT_SECRET": ("required", "HMAC key for receipts (e.g. `openssl rand -hex 32`)"),
 }
 # Read by the scripts, examples and tests rather than by a config class.
@@ -50,6 +54,7 @@ OTHER = [
     ("KMQ_ALLOW_SKIPS", "unset", "tests: `1` skips what this machine cannot run (root, Docker, mvn), else it fails"),
     ("KMQ_API_URL", "`http://127.0.0.1:8080`", "examples/http: where the REST facade is"),
     ("KMQ_API_KEY", "none", "examples/http: the bearer key to send"),
+    ("KMQ_CONSOLE_SCREENSHOTS", "none", "tests: a folder where the console's browser tests also save screenshots"),
 ]
 
 

@@ -20,6 +20,7 @@ class _ApiEnv(BaseModel):
 
     api_queues: str = ""
     api_keys: str = ""
+    api_admin_keys: str = ""
     api_allow_anonymous: bool = False
     api_receipt_secret: str = ""
     api_max_body_bytes: int = 0
@@ -27,6 +28,8 @@ class _ApiEnv(BaseModel):
     api_write_timeout_ms: int = 0
     api_receiver_idle_ms: int = 0
     api_stall_timeout_ms: int = 0
+    api_history_topic: str = ""
+    api_tracker_urls: str = ""
     api_host: str = ""
     api_port: int = 0
 
@@ -42,6 +45,8 @@ def api_fields_from_env(kmq_overrides: dict[str, Any] | None = None, **overrides
     fields: dict[str, Any] = {
         "queues": _queue_configs(env.get("api_queues", ""), kmq_overrides or {}),
         "api_keys": tuple(_split(env.get("api_keys", ""))),
+        "admin_keys": tuple(_split(env.get("api_admin_keys", ""))),
+        "tracker_urls": tuple(_split(env.get("api_tracker_urls", ""))),
         "receipt_secret": env.get("api_receipt_secret", ""),
     }
     optional = (
@@ -55,6 +60,8 @@ def api_fields_from_env(kmq_overrides: dict[str, Any] | None = None, **overrides
     for name in (*optional, "host", "port"):
         if env.get(f"api_{name}") not in (None, "", 0):
             fields[name] = env[f"api_{name}"]
+    if env.get("api_history_topic") is not None:
+        fields["history_topic"] = env["api_history_topic"]  # "" is a choice: memory only
     if not fields["receipt_secret"] and "receipt_secret" not in overrides:
         raise ConfigError(env_name("api_receipt_secret"), "is required (e.g. `openssl rand -hex 32`)")
     return {**fields, **overrides}

@@ -11,8 +11,11 @@ import anyio.to_thread
 from fastapi import FastAPI
 
 from kmq.progress import ProgressWatch
-from kmq_api import problems
+from kmq_api import console, problems
 from kmq_api.config import ApiConfig
+from kmq_api.console.history import History
+from kmq_api.console.history_store import HistoryStore
+from kmq_api.console.jobs import JobBoard
 from kmq_api.limits import BodyLimitMiddleware
 from kmq_api.metrics import ApiMetrics
 from kmq_api.progress import ProgressMiddleware
@@ -46,6 +49,9 @@ def create_app(
     metrics = metrics or ApiMetrics()
     progress = ProgressWatch("REST facade", config.stall_timeout_ms)
     metrics.last_progress.set_function(progress.last_progress_s)
+    store = HistoryStore(config.queues[0], config.history_topic) if config.history_topic else None
+    history = History(store=store)
+    jobs = JobBoard(lambda component, error: failure[0].fail(component, error) if failure else None)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[LifespanState]:
@@ -53,11 +59,14 @@ def create_app(
         failure.append(state)
         housekeeping = asyncio.create_task(state.leave_idle_groups(), name="kmq-api-housekeeping")
         state.watch(housekeeping)
+        sampler = asyncio.create_task(history.run(state.queues), name="kmq-console-history")
+        state.watch(sampler)
         try:
             yield {"kmq": state}
         finally:
             housekeeping.cancel()
-            await asyncio.wait([housekeeping])  # its error, if it died of one, was handled by `state.watch`
+            sampler.cancel()
+            await asyncio.wait([housekeeping, sampler])  # their errors, if they died of one, went to `state.watch`
             await anyio.to_thread.run_sync(state.close)
 
     app = FastAPI(title="kmq", version="1", description=DESCRIPTION, lifespan=lifespan)
@@ -66,6 +75,7 @@ def create_app(
     for module in (messages, deliveries, receipts, queues, dlq, health):
         app.include_router(module.router)
     problems.install(app)
+    console.install(app, config, history, jobs)
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=config.max_body_bytes)
     app.add_middleware(ProgressMiddleware, progress=progress)
     return app

@@ -25,6 +25,9 @@ class ApiConfig(FrozenConfig):
     queues: tuple[KmqConfig, ...] = Field(min_length=1, description="the queues served, one KmqConfig each")
     receipt_secret: SecretStr = Field(description=f"HMAC key for receipts, at least {MIN_SECRET_LENGTH} characters")
     api_keys: tuple[SecretStr, ...] = Field((), description="bearer tokens accepted")
+    admin_keys: tuple[SecretStr, ...] = Field(
+        (), description="bearer tokens accepted that may also redrive, move and purge dead letters in the console"
+    )
     allow_anonymous: bool = Field(False, description="serve without API keys (only when none is configured)")
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0, description="largest request body accepted (else 413)")
     max_message_bytes: int = Field(1_000_000, gt=0, description="largest message (value+key+headers) accepted")
@@ -36,6 +39,13 @@ class ApiConfig(FrozenConfig):
     )
     stall_timeout_ms: int = Field(
         60_000, gt=0, description="/healthz fails when no request finished this long while requests were in progress"
+    )
+    tracker_urls: tuple[str, ...] = Field(
+        (), description="the tracker replicas' HTTP addresses, comma-separated: the console shows their health"
+    )
+    history_topic: str = Field(
+        "kmq-console-history",
+        description="compacted topic keeping the console's last hour, so it survives a restart (empty: memory only)",
     )
     # All interfaces by default: the API runs as a service in a pod or container, behind API keys.
     host: str = Field("0.0.0.0", description="interface uvicorn listens on")
@@ -53,13 +63,18 @@ class ApiConfig(FrozenConfig):
         names = [queue.queue_topic for queue in self.queues]
         if len(set(names)) != len(names):
             raise ValueError(f"queues must be distinct, got {', '.join(names)}")
-        if any(not key.get_secret_value().strip() for key in self.api_keys):
-            raise ValueError("api_keys must not contain empty keys")
-        if not self.api_keys and not self.allow_anonymous:
+        if any(not key.get_secret_value().strip() for key in self.all_keys):
+            raise ValueError("api_keys and admin_keys must not contain empty keys")
+        if not self.all_keys and not self.allow_anonymous:
             raise ValueError("no API key configured: set KMQ_API_KEYS, or KMQ_API_ALLOW_ANONYMOUS=true to serve openly")
-        if self.api_keys and self.allow_anonymous:
+        if self.all_keys and self.allow_anonymous:
             raise ValueError("KMQ_API_KEYS and KMQ_API_ALLOW_ANONYMOUS=true contradict each other: set only one")
         return self
+
+    @property
+    def all_keys(self) -> tuple[SecretStr, ...]:
+        """Every key accepted: the read-only ones and the admin ones."""
+        return (*self.api_keys, *self.admin_keys)
 
     def queue(self, name: str) -> KmqConfig | None:
         """The configuration of a served queue, or None."""

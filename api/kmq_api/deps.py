@@ -36,7 +36,7 @@ async def require_api_key(
     state: State, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 ) -> None:
     """401 unless the request carries `Authorization: Bearer <key>` with a configured key (or access is open)."""
-    keys = state.config.api_keys
+    keys = state.config.all_keys
     if not keys and state.config.allow_anonymous:
         return
     offered = credentials.credentials.encode() if credentials is not None else b""
@@ -51,3 +51,20 @@ async def require_api_key(
 
 
 Authorized = Depends(require_api_key)
+
+
+async def require_admin_key(
+    state: State, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> None:
+    """403 for a read-only key once admin keys are configured (KMQ_API_ADMIN_KEYS); with none, every key may."""
+    admins = state.config.admin_keys
+    if not admins:
+        return
+    offered = credentials.credentials.encode() if credentials is not None else b""
+    if not any([hmac.compare_digest(offered, key.get_secret_value().encode()) for key in admins]):
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN, "a read-only key: only KMQ_API_ADMIN_KEYS may change dead letters"
+        )
+
+
+AdminAuthorized = Depends(require_admin_key)

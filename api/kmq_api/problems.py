@@ -23,6 +23,9 @@ _log = logging.getLogger(__name__)
 
 # The documented error answers of the routes (the OpenAPI schema promises exactly these).
 UNAUTHORIZED: dict[int | str, dict[str, Any]] = {401: {"model": Problem, "description": "missing or unknown API key"}}
+FORBIDDEN: dict[int | str, dict[str, Any]] = {
+    403: {"model": Problem, "description": "a read-only key (admin keys only)"}
+}
 NOT_SERVED: dict[int | str, dict[str, Any]] = {404: {"model": Problem, "description": "queue not served"}}
 TOO_LARGE: dict[int | str, dict[str, Any]] = {413: {"model": Problem, "description": "body or a message too large"}}
 UNAVAILABLE: dict[int | str, dict[str, Any]] = {503: {"model": Problem, "description": "Kafka unavailable"}}

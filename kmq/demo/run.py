@@ -104,7 +104,8 @@ def _start_services(options: DemoOptions, config: KmqConfig, children: Children)
     if options.api:
         # The facade's receivers get a group of their own. The workers' group is no good after the run: on tansu a
         # group whose members all leave at once (the workers stopping) assigns nothing to the next member.
-        api = start_api(children, config.with_overrides(group_id=f"{config.queue_topic}__http"), options.api_port)
+        http_config = config.with_overrides(group_id=f"{config.queue_topic}__http")
+        api = start_api(children, http_config, options.api_port, [tracker.url for tracker in trackers])
     wait_ready(children, trackers + ([api.service] if api else []), "/readyz", READY_TIMEOUT_S)
     return trackers, api
 
@@ -186,6 +187,8 @@ def _keep_running(console: Console, children: Children, api: Api, config: KmqCon
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print("for the examples (examples/*/README.md) and `kmq` commands in another terminal:")
     console.print(display.exports(config, api.service.url, api.api_key), markup=False, highlight=False, soft_wrap=True)
+    console_line = f"the console: {api.service.url}/console (log in with the API key {api.api_key})"
+    console.print(console_line, markup=False, highlight=False, soft_wrap=True)
     console.print("broker, trackers and REST facade keep running: Ctrl-C stops them all")
     try:
         while True:

@@ -44,16 +44,17 @@ def start_trackers(children: Children, config: KmqConfig, count: int) -> list[Se
     return trackers
 
 
-def start_api(children: Children, config: KmqConfig, port: int | None) -> Api:
+def start_api(children: Children, config: KmqConfig, port: int | None, tracker_urls: list[str] | None = None) -> Api:
     api_key = secrets.token_urlsafe(24)
     port = port if port is not None else free_port(DEFAULT_API_PORT)
     env = {
         **config.to_env(),
         "KMQ_API_QUEUES": config.queue_topic,
-        "KMQ_API_KEYS": api_key,
+        "KMQ_API_ADMIN_KEYS": api_key,  # the REST API's key, and the console's: it may redrive, move and purge
         "KMQ_API_RECEIPT_SECRET": secrets.token_hex(32),
         "KMQ_API_HOST": LOCALHOST,
         "KMQ_API_PORT": str(port),
+        "KMQ_API_TRACKER_URLS": ",".join(tracker_urls or []),  # the console shows their health and partitions
     }
     child = children.spawn("api", ["-m", "kmq_api"], env)
     return Api(Service(child, f"http://{LOCALHOST}:{port}"), api_key)

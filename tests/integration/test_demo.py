@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 
 from kmq.embedded import KafkaCluster
@@ -196,4 +197,24 @@ def test_even_a_killed_demo_leaves_nothing_running(tmp_path: Path) -> None:
         started = busy(process, output)
         process.kill()  # no chance to clean up: the kernel stops its children
         process.wait(timeout=10)
+    assert wait_gone(started, timeout_s=10) == set(), output.text
+
+
+def test_a_demo_kept_running_prints_the_consoles_address_and_a_key_that_logs_in(
+    tmp_path: Path, kafka: KafkaCluster
+) -> None:
+    with demo(*SMALL, "--workers", "2", "--keep-running", log_dir=tmp_path, cluster=unless_stand_in(kafka)) as (
+        process,
+        output,
+    ):
+        found = output.wait_for(r"the console: (http://\S+/console) \(log in with the API key (\S+)\)", 150)
+        base = found[1].removesuffix("/console")
+        with httpx.Client(base_url=base, timeout=30) as http:
+            assert http.post("/console/login", data={"key": found[2]}).status_code == 303
+            overview = http.get("/console")
+            assert overview.status_code == 200 and "(admin)" in overview.text, overview.text
+            assert overview.text.count('class="tracker"') == 2 and "unhealthy" not in overview.text, overview.text
+        started = descendants(process.pid)
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
     assert wait_gone(started, timeout_s=10) == set(), output.text

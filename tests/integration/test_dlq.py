@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 from typer.testing import CliRunner
 
 from kmq import headers as h
@@ -185,3 +186,19 @@ def test_a_listing_never_waits_out_the_users_long_fetch_wait(make_config: MakeCo
     # when the dead letters (none: every partition is at its end at once) are listed within 5 s
     # then the listing reaches the end of both partitions instead of waiting for the parked fetches
     assert read_dead_letters(config, timeout_s=5) == []
+
+
+def test_once_admin_keys_are_set_only_they_may_redrive_through_the_api(make_config: MakeConfig) -> None:
+    config = make_config(partitions=1)
+    dead_lettered(config, 2)
+    base = f"/v1/queues/{config.queue_topic}/dead-letters"
+    admin = {"Authorization": "Bearer the-admin-key"}
+    from kmq_api.app import create_app
+
+    with TestClient(create_app(api_config(config, admin_keys=(SecretStr("the-admin-key"),)))) as http:
+        assert http.get(base, headers=AUTH).status_code == 200  # a read-only key reads
+        refused = http.post(f"{base}/redrive", headers=AUTH, json={"all": True})
+        assert refused.status_code == 403, refused.text
+        assert http.get(base, headers=admin, params={"pending": True}).json()["dead_letters"] != []
+        done = http.post(f"{base}/redrive", headers=admin, json={"all": True})
+        assert done.json() == {"redriven": 2, "already_redriven": 0, "foreign": 0}

@@ -116,3 +116,13 @@ def test_from_env_names_a_malformed_number(env: pytest.MonkeyPatch) -> None:
     env.setenv("KMQ_API_PORT", "eighty")
     with pytest.raises(ConfigError, match="KMQ_API_PORT"):
         ApiConfig.from_env()
+
+
+def test_admin_keys_alone_are_keys_and_come_from_their_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = ApiConfig(queues=(_queue(),), receipt_secret=SECRET, admin_keys=(SecretStr("boss"),))
+    assert [key.get_secret_value() for key in config.all_keys] == ["boss"]
+    for name, value in {"KMQ_API_QUEUES": "orders", "KMQ_API_KEYS": "a,b", "KMQ_API_ADMIN_KEYS": "c"}.items():
+        monkeypatch.setenv(name, value)
+    read = ApiConfig.from_env({"bootstrap_servers": "localhost:9092"}, receipt_secret=SECRET)
+    assert [key.get_secret_value() for key in read.admin_keys] == ["c"]
+    assert [key.get_secret_value() for key in read.all_keys] == ["a", "b", "c"]

@@ -11,9 +11,9 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from kmq.dlq import DeadLetter, DeadLetterFilter, read_dead_letters, redrive
-from kmq_api.deps import Authorized, Queue
+from kmq_api.deps import AdminAuthorized, Authorized, Queue
 from kmq_api.models import _whole_number  # JSON Schema's integers (5.0 is 5), as every body of the API
-from kmq_api.problems import BODY_ERRORS, NOT_SERVED, UNAUTHORIZED, UNAVAILABLE
+from kmq_api.problems import BODY_ERRORS, FORBIDDEN, NOT_SERVED, UNAUTHORIZED, UNAVAILABLE
 
 router = APIRouter(prefix="/v1/queues/{queue}/dead-letters", tags=["dead letters"], dependencies=[Authorized])
 _READ_ERRORS = {**UNAUTHORIZED, **NOT_SERVED, **UNAVAILABLE}
@@ -137,11 +137,11 @@ async def show_dead_letter(
     raise HTTPException(status.HTTP_404_NOT_FOUND, f"no dead letter at partition {partition} offset {offset}")
 
 
-@router.post("/redrive", responses=BODY_ERRORS)
+@router.post("/redrive", responses={**BODY_ERRORS, **FORBIDDEN}, dependencies=[AdminAuthorized])
 async def redrive_dead_letters(queue: Queue, body: RedriveRequest) -> RedriveResponse:
     """Send the selected dead letters back to the queue: original key, value and headers, a fresh delivery count.
     Idempotent: a dead letter already redriven is not sent again. With no filter, nothing is selected unless
-    `all` is true (an empty body never redrives a whole topic)."""
+    `all` is true (an empty body never redrives a whole topic). Once admin keys are configured, only they may."""
     if body.to_filter().selects_all and not body.all:
         return RedriveResponse(redriven=0, already_redriven=0, foreign=0)
     result = await anyio.to_thread.run_sync(redrive, queue.config, body.to_filter())
