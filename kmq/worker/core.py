@@ -15,6 +15,8 @@ from kmq.worker.breaker import BreakerState, CircuitBreaker, Transition
 from kmq.worker.config import WorkerConfig
 from kmq.worker.leases import Due, LeaseSchedule
 from kmq.worker.metrics import WorkerMetrics
+from kmq.worker.ordered import OrderGate
+from kmq.worker.ordering import Ordering
 from kmq.worker.outcome import OK, Outcome
 
 _log = logging.getLogger(__name__)
@@ -55,17 +57,21 @@ class WorkerCore:
         self._unrecorded_ok = 0
         self.wake = threading.Event()  # set when the loop may receive again
         self.notify: Callable[[], None] = self.wake.set  # the async path wakes its loop instead
+        # Key or partition ordering: what may start, in-place retries, per-partition backpressure (None: any order).
+        self.gate = OrderGate(self, config, settings) if settings.ordering is not Ordering.NONE else None
 
     @property
     def outstanding(self) -> int:
         return len(self.leases)
 
-    def admit(self, messages: list[Message], now_ms: int) -> None:
-        """A received batch (its messages share one deadline)."""
+    def admit(self, messages: list[Message], now_ms: int) -> list[Message]:
+        """A received batch (its messages share one deadline): the messages that may start now (all of them unless
+        ordered: then those whose lane was idle)."""
         if not messages:
-            return
+            return messages
         with self.lock:
             self.leases.add_all((((m.partition, m.offset), m) for m in messages), now_ms, messages[0].deadline_ms)
+        return messages if self.gate is None else self.gate.admit(messages, now_ms)
 
     def may_start(self, msg: Message) -> bool:
         """True when the handler may run now; else the message is held (or was given up while it waited)."""
@@ -97,9 +103,13 @@ class WorkerCore:
                     self._unrecorded_ok += 1
                 else:
                     self._record(outcome, now_ms())
-            if self.capacity - len(held) >= self.refill and not self.wake.is_set():
-                self.notify()
+            self.wake_if_room()
         return owned
+
+    def wake_if_room(self) -> None:
+        """Wake the receiving loop once a refill's worth of room is free (with `lock` held)."""
+        if self.capacity - len(self.leases.held) >= self.refill and not self.wake.is_set():
+            self.notify()
 
     def finish_ok(self, messages: list[Message]) -> list[Message]:
         """`finish` for handlers that returned, in one go: those the caller must acknowledge."""
@@ -116,6 +126,10 @@ class WorkerCore:
             if self.capacity - len(held) >= self.refill and not self.wake.is_set():
                 self.notify()
         return owned
+
+    def record_outcome(self, outcome: Outcome, now: int) -> None:
+        """Count an outcome and feed it to the breaker (with `lock` held)."""
+        self._record(outcome, now)
 
     def _record(self, outcome: Outcome, now: int) -> None:
         if outcome is OK:
@@ -162,7 +176,9 @@ class WorkerCore:
             permits = self.breaker.permits()
             free = self.capacity - len(self.leases)
             if permits is None:
-                return free if free >= self.refill else 0
+                if free < self.refill:
+                    return 0
+                return free if self.gate is None else min(free, self.gate.room)
             return 0 if self.held else min(free, permits)
 
     def releasable(self) -> list[Message]:
@@ -199,6 +215,8 @@ class WorkerCore:
         self.metrics.add(dict(tallies))
         self.metrics.failure_rate.labels(self.metrics.topic).set(rate)
         self.metrics.in_flight.labels(self.metrics.topic).set(outstanding)
+        if self.gate is not None:
+            self.metrics.ordered(*self.gate.gauges())
 
     def _transition(self, transition: Transition | None) -> None:
         if transition is None:
