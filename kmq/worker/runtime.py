@@ -22,6 +22,7 @@ from kmq.worker.async_path import AsyncPath
 from kmq.worker.config import WorkerConfig
 from kmq.worker.core import RETRY_NOW, WorkerCore, now_ms
 from kmq.worker.metrics import WorkerMetrics
+from kmq.worker.ordering import Ordering
 from kmq.worker.outcome import FAILED, Handler
 from kmq.worker.settle import settle
 from kmq.worker.threads import HandlerThreads
@@ -47,10 +48,13 @@ class Worker:
         concurrency: int | None = None,
         settings: WorkerConfig | None = None,
         registry: CollectorRegistry | None = None,
+        ordering: Ordering | str | None = None,
     ) -> None:
         settings = settings or WorkerConfig()
         if concurrency is not None:
             settings = WorkerConfig(**{**settings.model_dump(), "concurrency": concurrency})
+        if ordering is not None:
+            settings = WorkerConfig(**{**settings.model_dump(), "ordering": Ordering(ordering)})
         self.handler = handler
         self.config = config
         self.settings = settings
