@@ -111,9 +111,12 @@ class WorkerCore:
         if self.capacity - len(self.leases.held) >= self.refill and not self.wake.is_set():
             self.notify()
 
-    def finish_ok(self, messages: list[Message]) -> list[Message]:
-        """`finish` for handlers that returned, in one go: those the caller must acknowledge."""
+    def finish_ok(self, messages: list[Message], following: list[Message] | None = None) -> list[Message]:
+        """`finish` for handlers that returned, in one go: those the caller must acknowledge. Ordered: the messages
+        that may start now (the next of their lanes) are added to `following`."""
         with self.lock:
+            if self.gate is not None and following is not None:
+                following += self.gate.advance(messages, now_ms())
             held = self.leases.held
             owned = [msg for msg in messages if held.pop((msg.partition, msg.offset), None) is not None]
             if self.breaker.state is BreakerState.CLOSED:

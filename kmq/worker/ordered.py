@@ -64,6 +64,14 @@ class OrderGate:
             core.wake_if_room()
             return outcome, self.lanes.done(msg, now_ms)
 
+    def advance(self, messages: list[Message], now_ms: int) -> list[Message]:
+        """Messages whose handler returned (the caller holds the core's lock and drops their leases): the next
+        messages of their lanes, which may start now."""
+        following: list[Message] = []
+        for msg in messages:
+            following += self.lanes.done(msg, now_ms)
+        return following
+
     def skipped(self, msg: Message, now_ms: int) -> list[Message]:
         """`may_start` refused `msg`: when it is gone (expired while it waited) its lane moves on."""
         with self.core.lock:

@@ -95,7 +95,10 @@ class HandlerThreads:
             done = self._run(chunk)
             busy[index] = False
             if done:
-                self.acked.extend(core.finish_ok(done))
+                # Ordered: one lock for the chunk's successes (a lock per message convoys the threads behind the GIL)
+                following: list[Message] = []
+                self.acked.extend(core.finish_ok(done, following))
+                self.submit(following)
 
     def _run(self, chunk: list[Message]) -> list[Message]:
         """Run the handler on each message the breaker lets start; those it returned from (the rest are settled)."""
@@ -105,10 +108,10 @@ class HandlerThreads:
                 self._give_back([msg])
             elif core.may_start(msg):
                 outcome = run_handler(handler, msg)
-                if core.gate is not None:
-                    self._finish_ordered(msg, outcome)
-                elif outcome is OK:
+                if outcome is OK:
                     done.append(msg)
+                elif core.gate is not None:
+                    self._finish_ordered(msg, outcome)
                 elif core.finish(msg, outcome):
                     settle(self._client, msg, outcome)
             elif core.gate is not None:
