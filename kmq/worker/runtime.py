@@ -39,6 +39,9 @@ class Worker:
     dead-letters it; any other exception retries it with the configured backoff (and is logged with the message's
     topic, partition and offset). Leases of messages whose handler still runs are extended; a circuit breaker
     stops receiving while most handlers fail. Metrics are on `metrics.registry`.
+
+    `ordering="key"` runs the messages of one key one at a time in offset order (`"partition"`: of one partition);
+    failures are then retried in place (docs/guides/ordering.md).
     """
 
     def __init__(
