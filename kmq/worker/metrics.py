@@ -40,7 +40,7 @@ class WorkerMetrics:
         # Ordered workers (key or partition ordering) only.
         self.key_wait = Histogram(
             "kmq_worker_key_wait_seconds",
-            "Time a message waited behind earlier messages of its key (or partition) before it started",
+            "Time a message that waited behind earlier messages of its key (or partition) waited before it started",
             _TOPIC,
             registry=r,
             buckets=(0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300),

@@ -38,10 +38,15 @@ HANDLER = textwrap.dedent(
 
 
 @contextmanager
-def ordered_worker(config: KmqConfig, tmp_path: Path, log: Path) -> Iterator[subprocess.Popen[str]]:
+def ordered_worker(config: KmqConfig, tmp_path: Path, log: Path, by_flag: bool) -> Iterator[subprocess.Popen[str]]:
+    """`kmq worker` with key ordering, chosen by its flag or by `KMQ_WORKER_ORDERING`."""
     (tmp_path / "jobs.py").write_text(HANDLER)
-    env = {**os.environ, **config.to_env(), "JOBS_LOG": str(log), "KMQ_WORKER_ORDERING": "key"}
+    env = {**os.environ, **config.to_env(), "JOBS_LOG": str(log)}
     args = ["--concurrency", "8", "--shutdown-grace-ms", "20000"]
+    if by_flag:
+        args += ["--ordering", "key"]
+    else:
+        env["KMQ_WORKER_ORDERING"] = "key"
     with (tmp_path / "worker.out").open("a") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "kmq", "worker", "jobs:handle", *args],
@@ -87,12 +92,12 @@ def stop_mid_stream(config: KmqConfig, tmp_path: Path, how: signal.Signals) -> l
     send_keyed(config, [f"k{i}" for i in range(KEYS)], PER_KEY)
     everything = {(f"k{i}", seq) for i in range(KEYS) for seq in range(PER_KEY)}
     with running_tracker(config):
-        with ordered_worker(config, tmp_path, log) as first:
+        with ordered_worker(config, tmp_path, log, by_flag=how == signal.SIGTERM) as first:
             wait_for(lambda: len(handled(log)) >= len(everything) // 3, 60, what="a third handled")
             first.send_signal(how)
             code = first.wait(40)
         assert code == (0 if how == signal.SIGTERM else -signal.SIGKILL), (tmp_path / "worker.out").read_text()
-        with ordered_worker(config, tmp_path, log) as second:
+        with ordered_worker(config, tmp_path, log, by_flag=how == signal.SIGTERM) as second:
             wait_for(lambda: set(handled(log)) == everything, 90, interval_s=0.2, what="every message handled")
             second.send_signal(signal.SIGTERM)
             assert second.wait(40) == 0
