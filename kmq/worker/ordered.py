@@ -14,6 +14,8 @@ from kmq.worker.leases import LeaseSchedule
 from kmq.worker.ordering import OrderedLanes, lane_function
 from kmq.worker.outcome import Outcome
 
+PAUSE_AFTER_MS = 500
+
 
 class WorkerCore(Protocol):
     """What the gate uses of its `kmq.worker.core.WorkerCore` (which imports this module)."""
@@ -35,6 +37,7 @@ class OrderGate:
         self.limit = settings.held_per_partition
         self.paused: set[int] = set()
         self._seen: set[int] = set()
+        self._full_since: dict[int, int] = {}  # partition -> since when it holds its limit
         self.room = self.limit  # most messages the next receive may take (see `flow`)
 
     def admit(self, messages: list[Message], now_ms: int) -> list[Message]:
@@ -105,14 +108,17 @@ class OrderGate:
                 self.core.leases.remove((msg.partition, msg.offset))
             return given
 
-    def flow(self) -> tuple[set[int], set[int]]:
+    def flow(self, now_ms: int) -> tuple[set[int], set[int]]:
         """Backpressure, once per loop turn: (partitions to pause, partitions to resume), and `room`, the most
-        messages the next receive may take. A partition holding `limit` messages pauses, and resumes once down to
-        half; no receive can take an unpaused partition past its limit. Pausing is asserted again every turn: a
-        partition assigned anew fetches again."""
+        messages the next receive may take. No receive takes a partition past its limit. A partition that has held
+        its limit for `PAUSE_AFTER_MS` pauses (a full one that drains at once is not: pausing drops what the consumer
+        fetched ahead, and a receive returns a partition's messages in runs, which fill it for a moment), and resumes
+        once down to half. Pausing is asserted again every turn: a partition assigned anew fetches again."""
         with self.core.lock:
             held = self.lanes.held
-            full = {p for p, count in held.items() if count >= self.limit}
+            full_now = {p for p, count in held.items() if count >= self.limit}
+            self._full_since = {p: self._full_since.get(p, now_ms) for p in full_now}
+            full = {p for p, since in self._full_since.items() if now_ms - since >= PAUSE_AFTER_MS}
             resume = {p for p in self.paused if held.get(p, 0) <= self.limit // 2}
             self.paused = (self.paused - resume) | full
             fullest = max((count for p, count in held.items() if p not in self.paused), default=0)

@@ -163,7 +163,7 @@ class Worker:
         """Ordered: start the retries that are due; pause full partitions, resume those with room again."""
         assert self.core.gate is not None
         threads.submit(self.core.gate.retries_due(now_ms()))
-        pause, resume = self.core.gate.flow()
+        pause, resume = self.core.gate.flow(now_ms())
         if pause:
             client.pause(pause)
         if resume:

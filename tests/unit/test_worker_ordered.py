@@ -11,7 +11,7 @@ from kmq.message import Message
 from kmq.worker.config import WorkerConfig
 from kmq.worker.core import WorkerCore
 from kmq.worker.metrics import WorkerMetrics
-from kmq.worker.ordered import OrderGate
+from kmq.worker.ordered import PAUSE_AFTER_MS, OrderGate
 from kmq.worker.outcome import FAILED, OK, Outcome
 
 CONFIG = KmqConfig(
@@ -67,14 +67,16 @@ def test_a_full_partition_pauses_resumes_at_half_and_bounds_the_receive() -> Non
     core, gate = gated(concurrency=2, prefetch=6, partition_limit=4)
     zero = [keyed(0, i, b"a") for i in range(4)]
     core.admit([*zero, keyed(1, 0, b"b")], NOW)
-    # then partition 0 pauses, and a receive may take 3 (partition 1's room)
-    assert gate.flow() == ({0}, set())
-    assert gate.room == 3
+    # then no receive may take any of partition 0 (room 0), which pauses once it has been full for a while
+    assert gate.flow(NOW) == (set(), set())
+    assert gate.room == 0
+    assert gate.flow(NOW + PAUSE_AFTER_MS) == ({0}, set())
+    assert gate.room == 3  # partition 1's room
     # when partition 0 is down to 2 (half), it resumes
     following: list[Message] = []
     core.finish_ok([zero[0]], following)
     core.finish_ok(following, following)
-    assert gate.flow() == (set(), {0})
+    assert gate.flow(NOW + PAUSE_AFTER_MS + 1) == (set(), {0})
     core.publish(NOW)
     assert core.metrics.registry.get_sample_value("kmq_worker_partition_held", {"topic": "jobs", "partition": "0"}) == 2
 
