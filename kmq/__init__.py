@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from kmq.markers import EndMarker, Marker, MarkerKey, StartMarker, decode_marker
     from kmq.message import Message
     from kmq.producer import KmqProducer, OutgoingMessage, SendResult
-    from kmq.worker import Reject, Retry, Worker, WorkerConfig
+    from kmq.worker import Ordering, Reject, Retry, Worker, WorkerConfig
 
 _ERRORS = (
     "BrokerUnavailableError ClientClosedError CommitError ConfigError DeliveryError DurationTooLongError "
@@ -49,7 +49,7 @@ _MODULES = {  # public name -> the module that defines it
     **dict.fromkeys(("EndMarker", "Marker", "MarkerKey", "StartMarker", "decode_marker"), "kmq.markers"),
     "Message": "kmq.message",
     **dict.fromkeys(("KmqProducer", "OutgoingMessage", "SendResult"), "kmq.producer"),
-    **dict.fromkeys(("Reject", "Retry", "Worker", "WorkerConfig"), "kmq.worker"),
+    **dict.fromkeys(("Ordering", "Reject", "Retry", "Worker", "WorkerConfig"), "kmq.worker"),
 }
 
 __all__ = [
@@ -72,6 +72,7 @@ __all__ = [
     "MarkerWriteError",
     "MarkerWriter",
     "Message",
+    "Ordering",
     "OutgoingMessage",
     "Reject",
     "Retry",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import TypeVar
@@ -65,6 +65,13 @@ class AsyncKmqClient:
         """Dead letter (waited for), then END: never redelivered."""
         await self._run(self._settler, _nothing)  # every marker submitted before this one is produced first
         await self._run(self._rejecter, self.client.reject, msg, reason)
+
+    def pause(self, partitions: Iterable[int]) -> None:
+        """`KmqClient.pause` (a local call of the consumer: no wait)."""
+        self.client.pause(partitions)
+
+    def resume(self, partitions: Iterable[int]) -> None:
+        self.client.resume(partitions)
 
     async def flush(self, timeout_s: float = 30.0) -> None:
         await self._run(self._settler, self.client.flush, timeout_s)

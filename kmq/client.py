@@ -240,6 +240,26 @@ class KmqClient:
         """END/nack/extend markers the broker did not acknowledge (each may cause a redelivery)."""
         return self._markers.failed_markers
 
+    def pause(self, partitions: Iterable[int]) -> None:
+        """Stop fetching these partitions of the queue (those assigned now): what was fetched ahead of `receive` is
+        dropped, and fetched again from the next unreceived offset after `resume`."""
+        self._check_open()
+        with self._turns.call():  # from any thread: it goes between two of receive()'s consume slices
+            if assigned := self._assigned(partitions):
+                self._consumer.pause(assigned)
+
+    def resume(self, partitions: Iterable[int]) -> None:
+        """Fetch paused partitions again (those assigned now)."""
+        self._check_open()
+        with self._turns.call():
+            if assigned := self._assigned(partitions):
+                self._consumer.resume(assigned)
+
+    def _assigned(self, partitions: Iterable[int]) -> list[TopicPartition]:
+        wanted = set(partitions)
+        topic = self.config.queue_topic
+        return [tp for tp in self._consumer.assignment() if tp.topic == topic and tp.partition in wanted]
+
     def close(self, timeout_s: float = 30.0) -> None:
         """Flush outstanding markers and leave the consumer group. Idempotent."""
         if self._closed:

@@ -36,6 +36,16 @@ _API_SPECIAL = {
     ),
     "KMQ_API_RECEIPT_SECRET": ("required", "HMAC key for receipts (e.g. `openssl rand -hex 32`)"),
 }
+# Read by `kmq worker` (its flags --ordering and --partition-limit).
+WORKER = [
+    ("KMQ_WORKER_ORDERING", "`none`", "`none`, `partition` or `key`: what runs one at a time, in offset order"),
+    (
+        "KMQ_WORKER_PARTITION_LIMIT",
+        "`0`",
+        "ordered workers: messages held per partition (running, waiting, received ahead) before its fetching pauses"
+        " (0: half of what the worker holds)",
+    ),
+]
 # Read by the scripts, examples and tests rather than by a config class.
 OTHER = [
     (
@@ -109,7 +119,7 @@ def render() -> str:
             "Tracker (`TrackerConfig`; flags of `kmq tracker` win)", _rows(TrackerConfig, ENV_FIELD_PREFIX, ("kmq",))
         ),
         _table("REST facade (`ApiConfig`; `kmq api` flags win)", _api_rows()),
-        _table("Worker (`kmq worker`; its flags win)", _worker_rows()),
+        _table("Worker (`kmq worker`; its flags win)", [*WORKER, *_worker_rows()]),
         _table("Scripts, examples and tests", OTHER),
     ]
     return "\n\n".join([START, *tables, END])

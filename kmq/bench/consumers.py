@@ -9,7 +9,7 @@ from kmq.bench import protocol
 from kmq.bench.children import TrackerChild, Worker
 from kmq.bench.display import Display
 from kmq.bench.jvm_kmq import jvm_worker
-from kmq.bench.options import JVM_KMQ, KMQ_CLIENTS, SHARE, BenchOptions
+from kmq.bench.options import JVM_KMQ, KMQ_CLIENTS, SHARE, WORKER_KEY, WORKER_KEYS, BenchOptions
 from kmq.bench.preload import fresh_queue, preload
 from kmq.config import KmqConfig
 from kmq.embedded import KafkaCluster
@@ -50,6 +50,7 @@ def _worker_args(options: BenchOptions, contender: str, round_: int) -> list[str
         f"--partitions={options.partitions}",
         f"--prepare-timeout-ms={prepare_ms}",
         f"--stall-timeout-ms={options.stall_timeout_ms}",
+        f"--work-us={options.work_us}",
     ]
     if options.profile_dir is not None:
         args.append(f"--profile={Path(options.profile_dir) / f'{contender}-{round_ + 1}.txt'}")
@@ -64,7 +65,8 @@ def _measure(
     try:
         child.expect(protocol.READY, options.stall_timeout_ms + 10_000)
         display.phase("preloading")
-        preload(config, options.messages, options.size, options.partitions)
+        keys = WORKER_KEYS if contender == WORKER_KEY else 0
+        preload(config, options.messages, options.size, options.partitions, keys)
         display.phase("measuring")
         child.go()
         return child.result(lambda done: display.progress(done, options.messages), options.stall_timeout_ms + 10_000)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kmq.bench.measure import BatchClock
+from kmq.bench.work import burn
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.errors import BenchError
@@ -37,8 +38,8 @@ class KmqContender:
     The window ends with `flush()`: every END marker is durable, as every commit of the plain consumer is.
     """
 
-    def __init__(self, config: KmqConfig, batch: int) -> None:
-        self._batch = batch
+    def __init__(self, config: KmqConfig, batch: int, work_us: int = 0) -> None:
+        self._batch, self._work_us = batch, work_us
         self._client = KmqClient(config)
         # The bench reaches into the client, which has no timing hook of its own (nor should it need one).
         self._timer = TimedConsumer(self._client._consumer)
@@ -55,7 +56,7 @@ class KmqContender:
 
     def run(self, clock: BatchClock, progress: Callable[[int], None], stall_s: float) -> dict[str, Any]:
         self._timer.resume(self._timer.assignment())
-        client = self._client
+        client, work_us = self._client, self._work_us
         while not clock.done:
             messages = client.receive(self._batch, POLL_TIMEOUT_S)
             returned = time.perf_counter()
@@ -64,6 +65,8 @@ class KmqContender:
                 continue
             for message in messages:
                 _ = message.value  # the same no-op processing as the other contenders
+                if work_us:
+                    burn(work_us)
                 client.processed(message)
             if clock.batch(len(messages), returned - self._timer.returned_at, self._timer.returned_at):
                 progress(clock.received)

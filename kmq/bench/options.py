@@ -8,13 +8,14 @@ from kmq.embedded import BACKENDS
 from kmq.errors import ConfigError
 
 PLAIN, KMQ, KMQ_BATCH, SHARE, TRACKER, HTTP = "plain", "kmq", "kmq-batch", "share", "tracker", "http"
-WORKER = "worker"
+WORKER, WORKER_KEY = "worker", "worker-key"
 CONTENDERS = (PLAIN, KMQ, KMQ_BATCH, SHARE, TRACKER, HTTP, WORKER)
+WORKER_KEYS = 1_000  # the keys of worker-key's messages (its queue alone has keys)
 # Only when named: SoftwareMill's JVM KmqClient (tests/interop, via kmq.jvm), as it needs Java and Maven; and a
 # second reference, the plain consumer committing asynchronously.
 JVM_KMQ = "jvm-kmq"
 PLAIN_ASYNC = "plain-async"
-ALL_CONTENDERS = (*CONTENDERS, PLAIN_ASYNC, JVM_KMQ)
+ALL_CONTENDERS = (*CONTENDERS, WORKER_KEY, PLAIN_ASYNC, JVM_KMQ)
 CONSUMERS = (
     PLAIN,
     PLAIN_ASYNC,
@@ -22,11 +23,12 @@ CONSUMERS = (
     KMQ_BATCH,
     SHARE,
     WORKER,
+    WORKER_KEY,
     JVM_KMQ,
 )  # measured by a worker process on a preloaded queue
 # The contenders whose queue has markers (a tracker runs beside them), and the marker format of their client: the
-# JVM client writes kmq's; the worker runtime is compared with the bare kmq client, so it writes the same.
-KMQ_CLIENTS = {KMQ: "kmq", KMQ_BATCH: "batch", WORKER: "kmq", JVM_KMQ: "kmq"}
+# JVM client writes kmq's; the worker runtime writes batch markers (its default), so it is compared with kmq-batch.
+KMQ_CLIENTS = {KMQ: "kmq", KMQ_BATCH: "batch", WORKER: "batch", WORKER_KEY: "batch", JVM_KMQ: "kmq"}
 # librdkafka's mock cluster drops a partition's oldest data past 5 MiB (measured: value + ~40 bytes per record).
 MOCK_PARTITION_LIMIT_BYTES = 4 * 1024 * 1024
 RECORD_OVERHEAD_BYTES = 40
@@ -59,6 +61,7 @@ class BenchOptions:
     profile_dir: str | None = None  # pyinstrument profiles of the consumer runs' windows go here
     marker_format: str = "batch"  # of the tracker and http contenders (kmq and kmq-batch have their own)
     warm_up: bool = True  # one unmeasured round of every contender before the measured ones
+    work_us: int = 0  # CPU each handler burns per message (the consumer contenders)
 
     def __post_init__(self) -> None:
         for name in ("messages", "partitions", "batch", "repeat", "tracker_pending", "http_messages", "http_batch"):
@@ -68,6 +71,8 @@ class BenchOptions:
             raise ConfigError("backend", f"choose {', '.join(BACKENDS)}, or give bootstrap servers")
         if self.marker_format not in ("kmq", "batch"):
             raise ConfigError("marker_format", f"choose kmq or batch (got {self.marker_format!r})")
+        if self.work_us < 0:
+            raise ConfigError("work_us", "must not be negative")
         if self.size < 0:
             raise ConfigError("size", "must not be negative")
         unknown = [c for c in self.contenders if c not in ALL_CONTENDERS]

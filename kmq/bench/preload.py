@@ -34,8 +34,9 @@ def fresh_queue(cluster: KafkaCluster, contender: str, partitions: int) -> KmqCo
     return config
 
 
-def preload(config: KmqConfig, messages: int, size: int, partitions: int) -> None:
-    """`messages` random values of `size` bytes, round-robin over the partitions, all acknowledged (acks=all)."""
+def preload(config: KmqConfig, messages: int, size: int, partitions: int, keys: int = 0) -> None:
+    """`messages` random values of `size` bytes, round-robin over the partitions, all acknowledged (acks=all); with
+    `keys`, message i has the key `i % keys` (the partition stays round-robin: keys are spread over every one)."""
     failures: list[str] = []
 
     def on_delivery(error: KafkaError | None, message: KafkaMessage) -> None:
@@ -45,7 +46,8 @@ def preload(config: KmqConfig, messages: int, size: int, partitions: int) -> Non
     producer = Producer(settings)
     value = os.urandom(size)
     for index in range(messages):
-        _produce(producer, config.queue_topic, value, index % partitions, on_delivery)
+        key = str(index % keys).encode() if keys else None
+        _produce(producer, config.queue_topic, value, key, index % partitions, on_delivery)
         if index % _POLL_EVERY == 0:
             producer.poll(0)
     if producer.flush(FLUSH_TIMEOUT_S) or failures:
@@ -53,10 +55,12 @@ def preload(config: KmqConfig, messages: int, size: int, partitions: int) -> Non
         raise BenchError(f"preloading {config.queue_topic} failed: {detail}")
 
 
-def _produce(producer: Producer, topic: str, value: bytes, partition: int, on_delivery: DeliveryCallback) -> None:
+def _produce(
+    producer: Producer, topic: str, value: bytes, key: bytes | None, partition: int, on_delivery: DeliveryCallback
+) -> None:
     while True:
         try:
-            producer.produce(topic, value, partition=partition, on_delivery=on_delivery)
+            producer.produce(topic, value, key, partition=partition, on_delivery=on_delivery)
         except BufferError:
             producer.poll(0.05)  # the local queue is full: serve delivery reports to make room
         else:

@@ -7,7 +7,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kmq.bench.options import HTTP, JVM_KMQ, KMQ, KMQ_BATCH, PLAIN, PLAIN_ASYNC, SHARE, TRACKER, WORKER
+from kmq.bench.options import (
+    HTTP,
+    JVM_KMQ,
+    KMQ,
+    KMQ_BATCH,
+    PLAIN,
+    PLAIN_ASYNC,
+    SHARE,
+    TRACKER,
+    WORKER,
+    WORKER_KEY,
+)
 from kmq.bench.stats import median
 
 
@@ -42,6 +53,7 @@ SHAPES = {
     KMQ_BATCH: _CONSUMER,
     SHARE: _CONSUMER,
     WORKER: _CONSUMER,
+    WORKER_KEY: _CONSUMER,
     JVM_KMQ: _CONSUMER,
     TRACKER: Shape(
         "offsets_per_s",

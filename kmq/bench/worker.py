@@ -18,13 +18,14 @@ from typing import Any, Protocol
 
 from kmq.bench.kmq_client import KmqContender
 from kmq.bench.measure import BatchClock
-from kmq.bench.options import KMQ, KMQ_BATCH, PLAIN, PLAIN_ASYNC, SHARE, WORKER
+from kmq.bench.options import KMQ, KMQ_BATCH, PLAIN, PLAIN_ASYNC, SHARE, WORKER, WORKER_KEY
 from kmq.bench.plain import PlainContender
 from kmq.bench.protocol import ERROR, GO, PROGRESS, READY, RESULT
 from kmq.bench.share import ShareContender
 from kmq.bench.worker_contender import WorkerContender
 from kmq.config import KmqConfig
 from kmq.errors import BenchError
+from kmq.worker import Ordering
 
 _log = logging.getLogger(__name__)
 PROFILE_INTERVAL_S = 0.001
@@ -38,15 +39,16 @@ class Contender(Protocol):
     def close(self) -> None: ...
 
 
-def make_contender(name: str, config: KmqConfig, batch: int, partitions: int) -> Contender:
+def make_contender(name: str, config: KmqConfig, batch: int, partitions: int, work_us: int = 0) -> Contender:
     if name in (PLAIN, PLAIN_ASYNC):
         return PlainContender(config, batch, asynchronous=name == PLAIN_ASYNC)
     if name in (KMQ, KMQ_BATCH):  # the marker format comes with the config (KMQ_MARKER_FORMAT)
-        return KmqContender(config, batch)
+        return KmqContender(config, batch, work_us)
     if name == SHARE:
         return ShareContender(config, batch, partitions)
-    if name == WORKER:
-        return WorkerContender(config, batch)
+    if name in (WORKER, WORKER_KEY):
+        ordering = Ordering.KEY if name == WORKER_KEY else Ordering.NONE
+        return WorkerContender(config, batch, ordering, work_us)
     raise BenchError(f"no worker for contender {name!r}")
 
 
@@ -82,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = _parser().parse_args(argv)
     try:
-        contender = make_contender(args.contender, KmqConfig.from_env(), args.batch, args.partitions)
+        config = KmqConfig.from_env()
+        contender = make_contender(args.contender, config, args.batch, args.partitions, args.work_us)
         try:
             figures = measure(contender, args)
         finally:
@@ -102,12 +105,13 @@ def _say(line: str) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m kmq.bench.worker", description=__doc__)
-    parser.add_argument("contender", choices=(PLAIN, PLAIN_ASYNC, KMQ, KMQ_BATCH, SHARE, WORKER))
+    parser.add_argument("contender", choices=(PLAIN, PLAIN_ASYNC, KMQ, KMQ_BATCH, SHARE, WORKER, WORKER_KEY))
     parser.add_argument("--messages", type=int, required=True, help="messages the parent preloads")
     parser.add_argument("--batch", type=int, required=True, help="messages per receive")
     parser.add_argument("--partitions", type=int, required=True)
     parser.add_argument("--prepare-timeout-ms", type=int, default=60_000)
     parser.add_argument("--stall-timeout-ms", type=int, default=60_000)
+    parser.add_argument("--work-us", type=int, default=0, help="CPU each handler burns per message, µs")
     parser.add_argument("--profile", help="write a pyinstrument profile of the measured window to this file")
     return parser
 

@@ -1,5 +1,6 @@
-"""The worker contender: `kmq.Worker` with a no-op handler on 8 threads, a tracker running — what the runtime
-(dispatch to threads, lease bookkeeping, breaker, settling) costs over the bare client's loop."""
+"""The worker contenders: `kmq.Worker` with a no-op handler on 8 threads, a tracker running — what the runtime
+(dispatch to threads, lease bookkeeping, breaker, settling) costs over the bare client's loop; `worker-key` the same
+with key ordering (its queue's messages have 1 000 keys)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 from kmq.bench.measure import BatchClock
+from kmq.bench.work import burn
 from kmq.config import KmqConfig
 from kmq.errors import BenchError
 from kmq.message import Message
-from kmq.worker import Worker, WorkerConfig
+from kmq.worker import Ordering, Worker, WorkerConfig
 
 CONCURRENCY = 8
 SAMPLE_S = 0.02
@@ -23,16 +25,19 @@ class WorkerContender:
     END is durable (`flush()`), as for the kmq contender. Prefetch is 2 x batch: it receives once `batch` messages
     have room, so its receives are as large as kmq's."""
 
-    def __init__(self, config: KmqConfig, batch: int) -> None:
+    def __init__(self, config: KmqConfig, batch: int, ordering: Ordering = Ordering.NONE, work_us: int = 0) -> None:
         self._counter = itertools.count(1)
         self._handled = 0
         self._first = 0.0
-        settings = WorkerConfig(concurrency=CONCURRENCY, prefetch=2 * batch)
+        self._work_us = work_us
+        settings = WorkerConfig(concurrency=CONCURRENCY, prefetch=2 * batch, ordering=ordering)
         self._worker = Worker(self._handle, config, settings=settings)
         self._thread: Any = None
 
     def _handle(self, msg: Message) -> None:
         _ = msg.value  # the same no-op processing as the other contenders
+        if self._work_us:
+            burn(self._work_us)
         if not self._first:
             self._first = time.perf_counter()
         self._handled = next(self._counter)  # itertools.count is atomic under the GIL

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from kmq.bench.jsonout import write_json
-from kmq.bench.options import ALL_CONTENDERS, CONTENDERS, KMQ, WORKER, BenchOptions
+from kmq.bench.options import ALL_CONTENDERS, CONTENDERS, KMQ_BATCH, WORKER, WORKER_KEY, BenchOptions
 from kmq.bench.progress import RichDisplay
 from kmq.bench.runner import run_bench
 from kmq.bench.table import print_report
@@ -57,6 +57,9 @@ def bench(
         Path | None,
         typer.Option("--profile", help="pyinstrument profiles of the consumer runs go to this directory"),
     ] = None,
+    work_us: Annotated[
+        int, typer.Option(min=0, help="CPU each handler burns per message, µs (kmq, kmq-batch and the workers)")
+    ] = 0,
 ) -> None:
     """Measure kmq against a plain Kafka consumer and Kafka share groups on one broker, alternating the contenders.
 
@@ -86,6 +89,7 @@ def bench(
         profile_dir=None if profile_dir is None else str(_profile_dir(profile_dir)),
         marker_format=marker_format,
         warm_up=warm_up,
+        work_us=work_us,
     )
     with RichDisplay(OutputConsole(stderr=True, soft_wrap=False)) as display:
         report = run_bench(options, display)
@@ -112,8 +116,10 @@ def _contenders(text: str) -> tuple[str, ...]:
     names = tuple(name.strip() for name in text.split(",") if name.strip())
     if not names:
         raise ConfigError("--contenders", f"name at least one of {', '.join(_EVERY_CONTENDER)}")
-    if WORKER in names and KMQ not in names:
-        names = (KMQ, *names)  # the worker is measured against the bare client, in the same rounds
+    if WORKER_KEY in names and WORKER not in names:
+        names = (*names, WORKER)  # the key-ordered worker is measured against the unordered one, in the same rounds
+    if WORKER in names and KMQ_BATCH not in names:
+        names = (KMQ_BATCH, *names)  # the worker is measured against the bare client (batch markers both)
     return names
 
 

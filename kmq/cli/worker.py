@@ -17,6 +17,7 @@ from kmq.errors import KmqError
 from kmq.worker import Worker, WorkerConfig
 from kmq.worker.http import WorkerHttp
 from kmq.worker.loader import load_handler
+from kmq.worker.ordering import Ordering
 
 _log = logging.getLogger(__name__)
 _defaults = WorkerConfig()
@@ -32,6 +33,21 @@ def worker(
     queue: QueueOption = None,
     concurrency: Annotated[int, typer.Option(min=1, help="handlers running at once")] = _defaults.concurrency,
     prefetch: Annotated[int, typer.Option(min=0, help="messages received ahead (0: 4 x concurrency)")] = 0,
+    ordering: Annotated[
+        Ordering,
+        typer.Option(
+            envvar="KMQ_WORKER_ORDERING",
+            help="none: any order; partition: one at a time per partition; key: one at a time per key, in offset order",
+        ),
+    ] = _defaults.ordering,
+    partition_limit: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            envvar="KMQ_WORKER_PARTITION_LIMIT",
+            help="ordered: messages held per partition before its fetching pauses (0: half of what the worker holds)",
+        ),
+    ] = _defaults.partition_limit,
     msg_timeout_ms: Annotated[
         int | None, typer.Option(min=1, help="lease of a message (env KMQ_MSG_TIMEOUT_MS); extended while it runs")
     ] = None,
@@ -69,6 +85,8 @@ def worker(
         settings = WorkerConfig(
             concurrency=concurrency,
             prefetch=prefetch,
+            ordering=ordering,
+            partition_limit=partition_limit,
             max_processing_ms=max_processing_ms,
             shutdown_grace_ms=shutdown_grace_ms,
             breaker_threshold=breaker_threshold,
@@ -88,7 +106,10 @@ def _work(stopping: Stopping, runtime: Worker, handler: str, metrics_port: int |
             raise fail(f"--metrics-port {metrics_port}: {e.strerror or e}") from e
     stopping.running(lambda signum: _on_signal(runtime, signum))
     topic = runtime.config.queue_topic
-    _log.info("worker on %s: %s, concurrency %d", topic, handler, runtime.settings.concurrency)
+    settings = runtime.settings
+    _log.info(
+        "worker on %s: %s, concurrency %d, ordering %s", topic, handler, settings.concurrency, settings.ordering.value
+    )
     try:
         runtime.run()
     except (KmqError, KafkaException) as e:

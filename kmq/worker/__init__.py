@@ -7,6 +7,7 @@ from kmq.worker.breaker import BreakerState, CircuitBreaker, Transition
 from kmq.worker.config import WorkerConfig
 from kmq.worker.leases import Due, LeaseSchedule
 from kmq.worker.metrics import WorkerMetrics
+from kmq.worker.ordering import OrderedLanes, Ordering
 from kmq.worker.outcomes import Reject, Retry
 from kmq.worker.runtime import Worker
 
@@ -15,6 +16,8 @@ __all__ = [
     "CircuitBreaker",
     "Due",
     "LeaseSchedule",
+    "OrderedLanes",
+    "Ordering",
     "Reject",
     "Retry",
     "Transition",

@@ -17,7 +17,7 @@ from kmq.errors import CommitError, MarkerWriteError
 from kmq.message import Message
 from kmq.worker.config import WorkerConfig
 from kmq.worker.core import RETRY_NOW, WorkerCore, now_ms
-from kmq.worker.outcome import FAILED, AsyncHandler, run_async_handler
+from kmq.worker.outcome import FAILED, AsyncHandler, Outcome, run_async_handler
 from kmq.worker.settle import settle_async
 
 _log = logging.getLogger(__name__)
@@ -79,8 +79,9 @@ class AsyncPath:
     async def _turn(self, client: AsyncKmqClient) -> None:
         core = self.core
         self._woken.clear()
-        for msg in core.releasable():
-            self._work.put_nowait(msg)
+        if core.gate is not None:
+            self._flow(client)
+        self._put(core.releasable())
         budget = core.budget()
         if not budget:
             with contextlib.suppress(TimeoutError):
@@ -93,9 +94,21 @@ class AsyncPath:
             await asyncio.sleep(RECEIVE_RETRY_S)
             return
         if batch:
-            core.admit(batch, now_ms())
-            for msg in batch:
-                self._work.put_nowait(msg)
+            self._put(core.admit(batch, now_ms()))
+
+    def _put(self, messages: list[Message]) -> None:
+        for msg in messages:
+            self._work.put_nowait(msg)
+
+    def _flow(self, client: AsyncKmqClient) -> None:
+        """Ordered: start the retries that are due; pause full partitions, resume those with room again."""
+        assert self.core.gate is not None
+        self._put(self.core.gate.retries_due(now_ms()))
+        pause, resume = self.core.gate.flow(now_ms())
+        if pause:
+            client.pause(pause)
+        if resume:
+            client.resume(resume)
 
     async def _tend_forever(self, client: AsyncKmqClient) -> None:
         while True:
@@ -123,24 +136,44 @@ class AsyncPath:
                     await settle_async(client, msg, RETRY_NOW)
                 continue
             if not core.may_start(msg):
+                if core.gate is not None:
+                    self._put(core.gate.skipped(msg, now_ms()))
                 continue
             self._running += 1
             try:
                 outcome = await run_async_handler(self.handler, msg)
             finally:
                 self._running -= 1
-            if core.finish(msg, outcome):
+            if core.gate is not None:
+                await self._finish_ordered(client, msg, outcome)
+            elif core.finish(msg, outcome):
                 await settle_async(client, msg, outcome)
 
+    async def _finish_ordered(self, client: AsyncKmqClient, msg: Message, outcome: Outcome) -> None:
+        """Key or partition ordering: settle (or retry in place), then hand on the next message of its lane."""
+        assert self.core.gate is not None
+        settled, following = self.core.gate.finish(msg, outcome, now_ms())
+        if settled is not None:
+            await settle_async(client, msg, settled)
+        self._put(following)
+
     async def _shutdown(self, client: AsyncKmqClient, tasks: list[asyncio.Task[None]]) -> None:
+        deadline = time.monotonic() + self.worker.settings.shutdown_grace_ms / 1000
+        gate = self.core.gate
+        # Ordered: the messages held run on, in order, within the grace period (given back, they would come back
+        # behind later messages of their keys); what is left at its end is given back.
+        while gate is not None and gate.holding() and time.monotonic() < deadline and self._breaker_closed():
+            self._put(gate.retries_due(now_ms()))
+            await asyncio.sleep(TICK_S)  # polling the lanes against the grace deadline (leases still tended)
         self._draining = True
         for msg in self.core.held_out():
+            await settle_async(client, msg, RETRY_NOW)
+        for msg in gate.give_back() if gate is not None else []:
             await settle_async(client, msg, RETRY_NOW)
         while not self._work.empty():
             msg = self._work.get_nowait()
             if self.core.release(msg):
                 await settle_async(client, msg, RETRY_NOW)
-        deadline = time.monotonic() + self.worker.settings.shutdown_grace_ms / 1000
         while self._running > 0 and time.monotonic() < deadline:
             await asyncio.sleep(TICK_S)  # polling the handlers' count (the tending task keeps extending leases)
         abandoned = self.core.abandon()
@@ -154,6 +187,9 @@ class AsyncPath:
         self.core.publish(now_ms())
         await client.close()
         _log.info("worker on %s stopped", self.worker.config.queue_topic)
+
+    def _breaker_closed(self) -> bool:
+        return self.core.breaker.permits() is None
 
     def _died(self, task: asyncio.Task[None]) -> None:
         """A serving or tending task ended other than by the shutdown's cancel: the whole worker stops."""

@@ -7,6 +7,7 @@ from typing import Self
 from pydantic import Field, model_validator
 
 from kmq.settings import FrozenConfig
+from kmq.worker.ordering import Ordering
 
 
 class WorkerConfig(FrozenConfig):
@@ -35,6 +36,12 @@ class WorkerConfig(FrozenConfig):
         gt=0,
         description="/healthz fails when no message was settled this long while messages were held (breaker closed)",
     )
+    ordering: Ordering = Field(
+        Ordering.NONE, description="none: any order; partition: one at a time per partition; key: one at a time per key"
+    )
+    partition_limit: int = Field(
+        0, ge=0, description="ordered workers: messages held per partition before its fetching pauses (0: capacity / 2)"
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Self:
@@ -46,6 +53,11 @@ class WorkerConfig(FrozenConfig):
     def capacity(self) -> int:
         """Messages held at once: running plus received ahead."""
         return self.concurrency + (self.prefetch or 4 * self.concurrency)
+
+    @property
+    def held_per_partition(self) -> int:
+        """Most messages an ordered worker holds of one partition: running, waiting and prefetched."""
+        return self.partition_limit or max(1, self.capacity // 2)
 
     def margin_ms(self, msg_timeout_ms: int) -> int:
         return self.lease_margin_ms or max(1, msg_timeout_ms // 3)

@@ -16,6 +16,8 @@ from kmq.worker.breaker import BreakerState, CircuitBreaker, Transition
 from kmq.worker.config import WorkerConfig
 from kmq.worker.leases import Due, LeaseSchedule
 from kmq.worker.metrics import WorkerMetrics
+from kmq.worker.ordered import OrderGate
+from kmq.worker.ordering import Ordering
 from kmq.worker.outcome import OK, Outcome
 
 _log = logging.getLogger(__name__)
@@ -60,17 +62,21 @@ class WorkerCore:
         self.progress = ProgressWatch(f"worker on {config.queue_topic}", settings.stall_timeout_ms)
         metrics.last_progress.labels(metrics.topic).set_function(self.progress.last_progress_s)
         self.notify: Callable[[], None] = self.wake.set  # the async path wakes its loop instead
+        # Key or partition ordering: what may start, in-place retries, per-partition backpressure (None: any order).
+        self.gate = OrderGate(self, config, settings) if settings.ordering is not Ordering.NONE else None
 
     @property
     def outstanding(self) -> int:
         return len(self.leases)
 
-    def admit(self, messages: list[Message], now_ms: int) -> None:
-        """A received batch (its messages share one deadline)."""
+    def admit(self, messages: list[Message], now_ms: int) -> list[Message]:
+        """A received batch (its messages share one deadline): the messages that may start now (all of them unless
+        ordered: then those whose lane was idle)."""
         if not messages:
-            return
+            return messages
         with self.lock:
             self.leases.add_all((((m.partition, m.offset), m) for m in messages), now_ms, messages[0].deadline_ms)
+        return messages if self.gate is None else self.gate.admit(messages, now_ms)
 
     def may_start(self, msg: Message) -> bool:
         """True when the handler may run now; else the message is held (or was given up while it waited)."""
@@ -102,13 +108,20 @@ class WorkerCore:
                     self._unrecorded_ok += 1
                 else:
                     self._record(outcome, now_ms())
-            if self.capacity - len(held) >= self.refill and not self.wake.is_set():
-                self.notify()
+            self.wake_if_room()
         return owned
 
-    def finish_ok(self, messages: list[Message]) -> list[Message]:
-        """`finish` for handlers that returned, in one go: those the caller must acknowledge."""
+    def wake_if_room(self) -> None:
+        """Wake the receiving loop once a refill's worth of room is free (with `lock` held)."""
+        if self.capacity - len(self.leases.held) >= self.refill and not self.wake.is_set():
+            self.notify()
+
+    def finish_ok(self, messages: list[Message], following: list[Message] | None = None) -> list[Message]:
+        """`finish` for handlers that returned, in one go: those the caller must acknowledge. Ordered: the messages
+        that may start now (the next of their lanes) are added to `following`."""
         with self.lock:
+            if self.gate is not None and following is not None:
+                following += self.gate.advance(messages, now_ms())
             held = self.leases.held
             owned = [msg for msg in messages if held.pop((msg.partition, msg.offset), None) is not None]
             if self.breaker.state is BreakerState.CLOSED:
@@ -121,6 +134,10 @@ class WorkerCore:
             if self.capacity - len(held) >= self.refill and not self.wake.is_set():
                 self.notify()
         return owned
+
+    def record_outcome(self, outcome: Outcome, now: int) -> None:
+        """Count an outcome and feed it to the breaker (with `lock` held)."""
+        self._record(outcome, now)
 
     def _record(self, outcome: Outcome, now: int) -> None:
         if outcome is OK:
@@ -167,7 +184,9 @@ class WorkerCore:
             permits = self.breaker.permits()
             free = self.capacity - len(self.leases)
             if permits is None:
-                return free if free >= self.refill else 0
+                if free < self.refill:
+                    return 0
+                return free if self.gate is None else min(free, self.gate.room)
             return 0 if self.held else min(free, permits)
 
     def releasable(self) -> list[Message]:
@@ -209,6 +228,8 @@ class WorkerCore:
         self.metrics.add(dict(tallies))
         self.metrics.failure_rate.labels(self.metrics.topic).set(rate)
         self.metrics.in_flight.labels(self.metrics.topic).set(outstanding)
+        if self.gate is not None:
+            self.metrics.ordered(*self.gate.gauges())
 
     def _transition(self, transition: Transition | None) -> None:
         if transition is None:

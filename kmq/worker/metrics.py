@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from kmq.worker.breaker import BreakerState, Transition
 
@@ -43,6 +43,32 @@ class WorkerMetrics:
             registry=r,
         )
         self.breaker_state.labels(topic).set(0)
+        # Ordered workers (key or partition ordering) only.
+        self.key_wait = Histogram(
+            "kmq_worker_key_wait_seconds",
+            "Time a message that waited behind earlier messages of its key (or partition) waited before it started",
+            _TOPIC,
+            registry=r,
+            buckets=(0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300),
+        )
+        self.keys_waiting = Gauge(
+            "kmq_worker_keys_waiting",
+            "Keys (or partitions) with messages waiting behind a running one",
+            _TOPIC,
+            registry=r,
+        )
+        self.partition_held = Gauge(
+            "kmq_worker_partition_held",
+            "Messages held per partition: running, waiting and received ahead",
+            ("topic", "partition"),
+            registry=r,
+        )
+        self.paused_partitions = Gauge(
+            "kmq_worker_paused_partitions",
+            "Partitions whose fetching is paused (they hold their limit)",
+            _TOPIC,
+            registry=r,
+        )
 
     def add(self, tallies: dict[str, int]) -> None:
         """Add counts by attribute name (`processed`, `retried`, ...)."""
@@ -50,6 +76,16 @@ class WorkerMetrics:
             if count:
                 counter: Counter = getattr(self, name)
                 counter.labels(self.topic).inc(count)
+
+    def ordered(self, waits_ms: list[int], keys_waiting: int, held: dict[int, int], paused: int) -> None:
+        """An ordered worker's gauges and waits, once per loop turn."""
+        observe = self.key_wait.labels(self.topic).observe
+        for wait_ms in waits_ms:
+            observe(wait_ms / 1000)
+        self.keys_waiting.labels(self.topic).set(keys_waiting)
+        self.paused_partitions.labels(self.topic).set(paused)
+        for partition, count in held.items():
+            self.partition_held.labels(self.topic, str(partition)).set(count)
 
     def transition(self, transition: Transition) -> None:
         counter = {

@@ -22,6 +22,7 @@ from kmq.worker.async_path import AsyncPath
 from kmq.worker.config import WorkerConfig
 from kmq.worker.core import RETRY_NOW, WorkerCore, now_ms
 from kmq.worker.metrics import WorkerMetrics
+from kmq.worker.ordering import Ordering
 from kmq.worker.outcome import FAILED, Handler
 from kmq.worker.settle import settle
 from kmq.worker.threads import HandlerThreads
@@ -38,6 +39,9 @@ class Worker:
     dead-letters it; any other exception retries it with the configured backoff (and is logged with the message's
     topic, partition and offset). Leases of messages whose handler still runs are extended; a circuit breaker
     stops receiving while most handlers fail. Metrics are on `metrics.registry`.
+
+    `ordering="key"` runs the messages of one key one at a time in offset order (`"partition"`: of one partition);
+    failures are then retried in place (docs/guides/ordering.md).
     """
 
     def __init__(
@@ -47,10 +51,13 @@ class Worker:
         concurrency: int | None = None,
         settings: WorkerConfig | None = None,
         registry: CollectorRegistry | None = None,
+        ordering: Ordering | str | None = None,
     ) -> None:
         settings = settings or WorkerConfig()
         if concurrency is not None:
             settings = WorkerConfig(**{**settings.model_dump(), "concurrency": concurrency})
+        if ordering is not None:
+            settings = WorkerConfig(**{**settings.model_dump(), "ordering": Ordering(ordering)})
         self.handler = handler
         self.config = config
         self.settings = settings
@@ -136,6 +143,8 @@ class Worker:
     def _turn(self, client: KmqClient, threads: HandlerThreads) -> None:
         core = self.core
         core.wake.clear()
+        if core.gate is not None:
+            self._flow(client, threads)
         threads.submit(core.releasable())
         budget = core.budget()
         if not budget:
@@ -148,8 +157,17 @@ class Worker:
             self._stop.wait(RECEIVE_RETRY_S)
             return
         if batch:
-            core.admit(batch, now_ms())
-            threads.submit(batch)
+            threads.submit(core.admit(batch, now_ms()))
+
+    def _flow(self, client: KmqClient, threads: HandlerThreads) -> None:
+        """Ordered: start the retries that are due; pause full partitions, resume those with room again."""
+        assert self.core.gate is not None
+        threads.submit(self.core.gate.retries_due(now_ms()))
+        pause, resume = self.core.gate.flow(now_ms())
+        if pause:
+            client.pause(pause)
+        if resume:
+            client.resume(resume)
 
     def _tend_until(self, client: KmqClient, threads: HandlerThreads, done: threading.Event) -> None:
         try:
@@ -174,10 +192,15 @@ class Worker:
         self, client: KmqClient, threads: HandlerThreads, tending: threading.Event, tender: threading.Thread
     ) -> None:
         """Nack what never started, give running handlers the grace period, nack the rest, flush and close."""
+        deadline = time.monotonic() + self.settings.shutdown_grace_ms / 1000
+        if self.core.gate is not None:
+            self._drain_lanes(threads, deadline)
         threads.draining = True
         for msg in self.core.held_out():
             settle(client, msg, RETRY_NOW)
-        deadline = time.monotonic() + self.settings.shutdown_grace_ms / 1000
+        if self.core.gate is not None:
+            for msg in self.core.gate.give_back():
+                settle(client, msg, RETRY_NOW)
         while threads.running > 0 and time.monotonic() < deadline:
             time.sleep(TICK_S)  # polling the handlers' count against the grace deadline (leases still tended)
         tending.set()
@@ -193,6 +216,15 @@ class Worker:
         self.core.publish(now_ms())
         client.close()
         _log.info("worker on %s stopped", self.config.queue_topic)
+
+    def _drain_lanes(self, threads: HandlerThreads, deadline: float) -> None:
+        """Ordered: the messages held run on, in order, within the grace period (given back, they would come back
+        behind later messages of their keys); what is left at its end is given back."""
+        gate = self.core.gate
+        assert gate is not None
+        while gate.holding() and time.monotonic() < deadline and self.core.breaker.permits() is None:
+            threads.submit(gate.retries_due(now_ms()))
+            time.sleep(TICK_S)  # polling the lanes against the grace deadline (leases still tended)
 
 
 def _is_async(handler: Any) -> bool:

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 from kmq.client import KmqClient
 from kmq.message import Message
-from kmq.worker.core import RETRY_NOW, WorkerCore
-from kmq.worker.outcome import OK, Handler, run_handler
+from kmq.worker.core import RETRY_NOW, WorkerCore, now_ms
+from kmq.worker.outcome import OK, Handler, Outcome, run_handler
 from kmq.worker.settle import settle
 
 _STOP = None
@@ -49,6 +49,8 @@ class HandlerThreads:
     def submit(self, messages: list[Message]) -> None:
         """Hand messages to the threads: one by one while few are waiting, in small chunks when many are (a chunk
         costs one hand-off and one acknowledgement step; a slow handler then delays only its chunk-mates)."""
+        if not messages:
+            return
         size = max(1, min(MAX_CHUNK, len(messages) // (4 * self._concurrency)))
         put = self._queue.put
         for start in range(0, len(messages), size):
@@ -93,7 +95,10 @@ class HandlerThreads:
             done = self._run(chunk)
             busy[index] = False
             if done:
-                self.acked.extend(core.finish_ok(done))
+                # Ordered: one lock for the chunk's successes (a lock per message convoys the threads behind the GIL)
+                following: list[Message] = []
+                self.acked.extend(core.finish_ok(done, following))
+                self.submit(following)
 
     def _run(self, chunk: list[Message]) -> list[Message]:
         """Run the handler on each message the breaker lets start; those it returned from (the rest are settled)."""
@@ -105,9 +110,24 @@ class HandlerThreads:
                 outcome = run_handler(handler, msg)
                 if outcome is OK:
                     done.append(msg)
+                elif core.gate is not None:
+                    self._finish_ordered(msg, outcome)
                 elif core.finish(msg, outcome):
                     settle(self._client, msg, outcome)
+            elif core.gate is not None:
+                self.submit(core.gate.skipped(msg, now_ms()))
         return done
+
+    def _finish_ordered(self, msg: Message, outcome: Outcome) -> None:
+        """Key or partition ordering: settle (or retry in place), then hand on the next message of its lane."""
+        assert self._core.gate is not None
+        settled, following = self._core.gate.finish(msg, outcome, now_ms())
+        if settled is OK:
+            self.acked.append(msg)
+        elif settled is not None:
+            settle(self._client, msg, settled)
+        if following:
+            self.submit(following)
 
     def _give_back(self, messages: list[Message]) -> None:
         """Shutdown: messages that never started come back at once."""

@@ -1,0 +1,126 @@
+"""`OrderGate`: a `WorkerCore`'s adapter around `OrderedLanes` for `key` and `partition` ordering — what starts when
+a message is received or settled, retries in place, dead letters after the last attempt, and per-partition
+backpressure (which partitions to pause). No Kafka here: the runtime applies what it decides with its client."""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol
+
+from kmq.config import KmqConfig
+from kmq.message import Message
+from kmq.worker.config import WorkerConfig
+from kmq.worker.leases import LeaseSchedule
+from kmq.worker.ordering import OrderedLanes, lane_function
+from kmq.worker.outcome import Outcome
+
+PAUSE_AFTER_MS = 500
+
+
+class WorkerCore(Protocol):
+    """What the gate uses of its `kmq.worker.core.WorkerCore` (which imports this module)."""
+
+    @property
+    def lock(self) -> threading.Lock: ...
+    @property
+    def leases(self) -> LeaseSchedule[tuple[int, int], Message]: ...
+    def record_outcome(self, outcome: Outcome, now: int) -> None: ...
+    def wake_if_room(self) -> None: ...
+
+
+class OrderGate:
+    """Every method takes the core's lock: handler threads, the receiving loop and the lease thread all call it."""
+
+    def __init__(self, core: WorkerCore, config: KmqConfig, settings: WorkerConfig) -> None:
+        self.core, self.config = core, config
+        self.lanes = OrderedLanes(lane_function(settings.ordering))
+        self.limit = settings.held_per_partition
+        self.paused: set[int] = set()
+        self._seen: set[int] = set()
+        self._full_since: dict[int, int] = {}  # partition -> since when it holds its limit
+        self.room = self.limit  # most messages the next receive may take (see `flow`)
+
+    def admit(self, messages: list[Message], now_ms: int) -> list[Message]:
+        """Received messages (already leased): those that may start now."""
+        with self.core.lock:
+            return self.lanes.offer(messages, now_ms)
+
+    def finish(self, msg: Message, outcome: Outcome, now_ms: int) -> tuple[Outcome | None, list[Message]]:
+        """The handler returned: the outcome to settle (None: nothing to settle, the message is retried in place or
+        was given up meanwhile) and the messages that may start now (the next of its lane)."""
+        core = self.core
+        with core.lock:
+            key = (msg.partition, msg.offset)
+            if key not in core.leases.held:
+                return None, self.lanes.done(msg, now_ms)  # expired, or given back, while it ran
+            core.record_outcome(outcome, now_ms)
+            if outcome.kind in ("retry", "failed"):
+                if msg.redelivery_count < self.config.max_redeliveries:
+                    delay_ms = outcome.delay_ms
+                    if delay_ms is None:
+                        delay_ms = self.config.nack_delay_ms(msg.redelivery_count)
+                    self.lanes.retry(msg._replace(redelivery_count=msg.redelivery_count + 1), now_ms + delay_ms)
+                    return None, []
+                attempts = msg.redelivery_count + 1
+                outcome = Outcome("reject", reason=f"{attempts} attempts failed, the last: {outcome.kind}")
+            del core.leases.held[key]
+            core.wake_if_room()
+            return outcome, self.lanes.done(msg, now_ms)
+
+    def advance(self, messages: list[Message], now_ms: int) -> list[Message]:
+        """Messages whose handler returned (the caller holds the core's lock and drops their leases): the next
+        messages of their lanes, which may start now."""
+        following: list[Message] = []
+        for msg in messages:
+            following += self.lanes.done(msg, now_ms)
+        return following
+
+    def skipped(self, msg: Message, now_ms: int) -> list[Message]:
+        """`may_start` refused `msg`: when it is gone (expired while it waited) its lane moves on."""
+        with self.core.lock:
+            if (msg.partition, msg.offset) in self.core.leases.held:
+                return []  # held back by the breaker: it starts later, and its lane waits for it
+            return self.lanes.done(msg, now_ms)
+
+    def retries_due(self, now_ms: int) -> list[Message]:
+        with self.core.lock:
+            return self.lanes.due(now_ms)
+
+    def gauges(self) -> tuple[list[int], int, dict[int, int], int]:
+        """For the metrics: waits since the last call (ms), keys waiting, messages held per partition (every
+        partition held since the start: a partition emptied shows 0), partitions paused."""
+        with self.core.lock:
+            for partition in self.lanes.held:
+                self._seen.add(partition)
+            held = {partition: self.lanes.held.get(partition, 0) for partition in self._seen}
+            return self.lanes.take_waits_ms(), self.lanes.keys_waiting, held, len(self.paused)
+
+    def holding(self) -> bool:
+        """Any message in a lane (running, waiting or retrying)."""
+        with self.core.lock:
+            return bool(self.lanes.held)
+
+    def give_back(self) -> list[Message]:
+        """Shutdown: every message waiting (behind its lane or for a retry), its lease dropped; the caller nacks."""
+        with self.core.lock:
+            given = self.lanes.give_back()
+            for msg in given:
+                self.core.leases.remove((msg.partition, msg.offset))
+            return given
+
+    def flow(self, now_ms: int) -> tuple[set[int], set[int]]:
+        """Backpressure, once per loop turn: (partitions to pause, partitions to resume), and `room`, the most
+        messages the next receive may take. No receive takes a partition past its limit. A partition that has held
+        its limit for `PAUSE_AFTER_MS` pauses (a full one that drains at once is not: pausing drops what the consumer
+        fetched ahead, and a receive returns a partition's messages in runs, which fill it for a moment), and resumes
+        once down to half. Pausing is asserted again every turn: a partition assigned anew fetches again."""
+        with self.core.lock:
+            held = self.lanes.held
+            full_now = {p for p, count in held.items() if count >= self.limit}
+            self._full_since = {p: self._full_since.get(p, now_ms) for p in full_now}
+            full = {p for p, since in self._full_since.items() if now_ms - since >= PAUSE_AFTER_MS}
+            resume = {p for p in self.paused if held.get(p, 0) <= self.limit // 2}
+            self.paused = (self.paused - resume) | full
+            fullest = max((count for p, count in held.items() if p not in self.paused), default=0)
+            self.room = max(0, self.limit - fullest)
+            return full, resume - full

@@ -1,0 +1,146 @@
+"""`OrderedLanes`: which held messages may start under key or partition ordering (pure: takes `now_ms`, never touches
+a client or the clock).
+
+A lane is what must run one at a time, in offset order: a partition (`partition` ordering) or a key within a partition
+(`key` ordering). The head of a lane is running, or waiting for its in-place retry; the rest wait behind it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter, deque
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Generic, TypeVar
+
+from kmq.message import Message
+
+T = TypeVar("T")
+Lane = Hashable
+
+
+class Ordering(StrEnum):
+    NONE = "none"  # any order, any number of a partition at once
+    PARTITION = "partition"  # one message of a partition at a time, in offset order
+    KEY = "key"  # one message of a key (within its partition) at a time, in offset order
+
+
+@dataclass(slots=True)
+class _Lane(Generic[T]):
+    waiting: deque[tuple[T, int]] = field(default_factory=deque)  # (item, since_ms) behind the head, offset order
+    head: T | None = None  # running, or waiting for its retry
+    retry_at_ms: int | None = None  # set while the head waits for its retry
+
+
+class OrderedLanes:
+    """Messages enter with `offer` and leave with `done` (or `retry`, which keeps the lane); each returns the messages
+    that may start now. `lane_of` names a message's lane (see `lane_function`)."""
+
+    def __init__(self, lane_of: Callable[[Message], Lane]) -> None:
+        self._lane_of = lane_of
+        self._lanes: dict[Hashable, _Lane[Message]] = {}
+        self._retries: list[tuple[int, int, Hashable]] = []  # (retry_at_ms, sequence, lane) heap
+        self._seq = 0
+        self.held: Counter[int] = Counter()  # partition -> items in lanes (running, retrying, waiting)
+        # How long each item that waited behind its lane's head waited before it started (drained by the caller). An
+        # item that started at once is not counted: a histogram observation per message would cost more than the rest.
+        self.waits_ms: list[int] = []
+
+    def offer(self, items: Iterable[Message], now_ms: int) -> list[Message]:
+        """Received items, in offset order per partition: those that may start now (their lane was idle)."""
+        startable = []
+        for item in items:
+            key = self._lane_of(item)
+            lane = self._lanes.get(key)
+            self.held[item.partition] += 1
+            if lane is None:
+                self._lanes[key] = _Lane(head=item)
+                startable.append(item)
+            else:
+                lane.waiting.append((item, now_ms))
+        return startable
+
+    def done(self, item: Message, now_ms: int) -> list[Message]:
+        """`item`, its lane's head, finished (settled, or given up): the next item of its lane, if any, may start."""
+        key = self._lane_of(item)
+        lane = self._lanes.get(key)
+        if lane is None or lane.head is None or lane.head.offset != item.offset:
+            return []  # not its lane's head: given back meanwhile
+        self._forget(item)
+        lane.retry_at_ms = None
+        if not lane.waiting:
+            del self._lanes[key]
+            return []
+        lane.head, since_ms = lane.waiting.popleft()
+        self.waits_ms.append(max(0, now_ms - since_ms))
+        return [lane.head]
+
+    def retry(self, again: Message, at_ms: int) -> None:
+        """The head failed and runs again (as `again`) at `at_ms`; its lane's later items keep waiting."""
+        key = self._lane_of(again)
+        lane = self._lanes[key]
+        lane.head, lane.retry_at_ms = again, at_ms
+        self._seq += 1
+        heapq.heappush(self._retries, (at_ms, self._seq, key))
+
+    def due(self, now_ms: int) -> list[Message]:
+        """Heads whose retry time has come: they start again now."""
+        started = []
+        while self._retries and self._retries[0][0] <= now_ms:
+            at_ms, _, key = heapq.heappop(self._retries)
+            lane = self._lanes.get(key)
+            if lane is not None and lane.retry_at_ms == at_ms and lane.head is not None:
+                lane.retry_at_ms = None
+                started.append(lane.head)
+        return started
+
+    def give_back(self, partitions: set[int] | None = None) -> list[Message]:
+        """Every item that is not running (waiting, or waiting for a retry), of `partitions` (None: all), removed.
+        Lanes whose head runs keep only the head; its `done` then starts nothing."""
+        given: list[Message] = []
+        for key, lane in list(self._lanes.items()):
+            if lane.head is None or (partitions is not None and lane.head.partition not in partitions):
+                continue
+            given += [item for item, _ in lane.waiting]
+            lane.waiting.clear()
+            if lane.retry_at_ms is not None:
+                given.append(lane.head)
+                del self._lanes[key]
+        for item in given:
+            self._forget(item)
+        return given
+
+    @property
+    def keys_waiting(self) -> int:
+        """Lanes with items waiting behind their head."""
+        return sum(1 for lane in self._lanes.values() if lane.waiting)
+
+    @property
+    def waiting(self) -> int:
+        return sum(len(lane.waiting) for lane in self._lanes.values())
+
+    def take_waits_ms(self) -> list[int]:
+        waits, self.waits_ms = self.waits_ms, []
+        return waits
+
+    def _forget(self, item: Message) -> None:
+        partition = item.partition
+        self.held[partition] -= 1
+        if self.held[partition] <= 0:
+            del self.held[partition]
+
+
+def lane_function(ordering: Ordering) -> Callable[[Message], Lane]:
+    """A message's lane: its partition, or (partition, key); a message without a key is a lane of its own."""
+    if ordering is Ordering.PARTITION:
+        return _partition_lane
+    return _key_lane
+
+
+def _partition_lane(msg: Message) -> Lane:
+    return msg.partition
+
+
+def _key_lane(msg: Message) -> Lane:
+    return (msg.partition, msg.key) if msg.key is not None else (msg.partition, None, msg.offset)

@@ -1,0 +1,147 @@
+"""`OrderedLanes`: given messages received, when they start, finish or retry, then what may start next."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kmq.message import Message
+from kmq.worker.ordering import OrderedLanes, Ordering, lane_function
+
+
+def message(partition: int, offset: int, key: bytes | None) -> Message:
+    return Message(b"v", key, "q", partition, offset, 0, 0, 60_000)
+
+
+def lanes(ordering: Ordering = Ordering.KEY) -> OrderedLanes:
+    return OrderedLanes(lane_function(ordering))
+
+
+def offsets(messages: list[Message]) -> list[int]:
+    return [m.offset for m in messages]
+
+
+def test_messages_of_one_key_start_one_at_a_time_in_offset_order() -> None:
+    # given three messages of key a and one of key b on one partition
+    order = lanes()
+    received = [message(0, 0, b"a"), message(0, 1, b"b"), message(0, 2, b"a"), message(0, 3, b"a")]
+    # when they are offered, then the first of each key starts
+    assert offsets(order.offer(received, 100)) == [0, 1]
+    assert order.waiting == 2 and order.keys_waiting == 1
+    # and each of a's finishes starts the next, which waited since it was received
+    assert offsets(order.done(received[0], 130)) == [2]
+    assert offsets(order.done(received[2], 150)) == [3]
+    assert order.done(received[3], 160) == []
+    assert order.take_waits_ms() == [30, 50]  # those that waited
+
+
+def test_one_key_on_two_partitions_is_two_lanes() -> None:
+    order = lanes()
+    assert offsets(order.offer([message(0, 5, b"a"), message(1, 5, b"a")], 0)) == [5, 5]
+
+
+def test_messages_without_a_key_are_each_their_own_lane() -> None:
+    order = lanes()
+    assert offsets(order.offer([message(0, i, None) for i in range(4)], 0)) == [0, 1, 2, 3]
+
+
+def test_partition_ordering_runs_one_message_of_a_partition_at_a_time() -> None:
+    order = lanes(Ordering.PARTITION)
+    received = [message(0, 0, b"a"), message(0, 1, b"b"), message(1, 0, None)]
+    assert [(m.partition, m.offset) for m in order.offer(received, 0)] == [(0, 0), (1, 0)]
+    assert offsets(order.done(received[0], 1)) == [1]
+
+
+def test_a_retried_head_keeps_its_lane_until_its_time() -> None:
+    # given a key with two messages, the first failed and retries at 500
+    order = lanes()
+    first, second = message(0, 0, b"a"), message(0, 1, b"a")
+    order.offer([first, second], 0)
+    again = first._replace(redelivery_count=1)
+    order.retry(again, 500)
+    # then nothing starts before 500, the retry at 500, and the second only once the retry is done
+    assert order.due(499) == []
+    assert order.due(500) == [again]
+    assert order.due(10_000) == []
+    assert offsets(order.done(again, 600)) == [1]
+    assert order.held == Counter({0: 1})
+
+
+def test_give_back_takes_waiting_and_retrying_messages_and_leaves_running_ones() -> None:
+    # given key a running with one behind it, key b waiting for a retry, key c on another partition
+    order = lanes()
+    a0, a1, b0, c0, c1 = (
+        message(0, 0, b"a"),
+        message(0, 1, b"a"),
+        message(0, 2, b"b"),
+        *[message(1, i, b"c") for i in range(2)],
+    )
+    order.offer([a0, a1, b0, c0, c1], 0)
+    order.retry(b0, 100)
+    # when partition 0 is given back
+    given = order.give_back({0})
+    # then a1 and b0 are, a0 runs on and starts nothing when done; partition 1 is untouched
+    assert sorted(offsets(given)) == [1, 2]
+    assert order.done(a0, 1) == []
+    assert order.due(100) == []
+    assert order.held == Counter({1: 2})
+    assert order.give_back() == [c1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    keys=st.lists(st.sampled_from([b"a", b"b", b"c", None]), min_size=1, max_size=40),
+    choices=st.lists(st.integers(0, 1_000), min_size=200, max_size=200),
+    ordering=st.sampled_from([Ordering.KEY, Ordering.PARTITION]),
+)
+def test_every_message_runs_once_in_offset_order_per_lane_never_two_at_once(
+    keys: list[bytes | None], choices: list[int], ordering: Ordering
+) -> None:
+    # given messages over two partitions, offered in batches, finishing or retrying in an arbitrary order
+    lane_of = lane_function(ordering)
+    received = [message(i % 2, i, key) for i, key in enumerate(keys)]
+    order = OrderedLanes(lane_of)
+    running: dict[tuple[int, int], Message] = {}
+    started: defaultdict[object, list[int]] = defaultdict(list)
+    finished: list[int] = []
+    retries = 0
+    now, offered = 0, 0
+
+    def start(messages: list[Message]) -> None:
+        for msg in messages:
+            lane = lane_of(msg)
+            assert all(lane_of(other) != lane for other in running.values()), "two of a lane at once"
+            running[(msg.partition, msg.offset)] = msg
+            started[lane].append(msg.offset)
+
+    for choice in choices:
+        now += 1
+        if offered < len(received) and choice % 3 == 0:
+            batch = received[offered : offered + 1 + choice % 5]
+            offered += len(batch)
+            start(order.offer(batch, now))
+        elif running:
+            msg = running.pop(sorted(running)[choice % len(running)])
+            if choice % 7 == 0 and retries < 10:
+                retries += 1
+                order.retry(msg._replace(redelivery_count=msg.redelivery_count + 1), now + choice % 4)
+            else:
+                finished.append(msg.offset)
+                start(order.done(msg, now))
+        start(order.due(now))
+    # when everything left is offered and run to the end
+    start(order.offer(received[offered:], now))
+    while running or order.held:
+        now += 5
+        start(order.due(now))
+        for key in sorted(running):
+            msg = running.pop(key)
+            finished.append(msg.offset)
+            start(order.done(msg, now))
+    # then each message finished once, and each lane started its messages in offset order
+    assert sorted(finished) == list(range(len(received)))
+    for lane_offsets in started.values():
+        assert lane_offsets == sorted(lane_offsets)
+    assert order.waiting == 0 and order.keys_waiting == 0

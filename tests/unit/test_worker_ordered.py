@@ -1,0 +1,101 @@
+"""`OrderGate` inside a `WorkerCore`, without Kafka: in-place retries and their dead letter, leases kept while a key
+waits, per-partition backpressure, give-back on shutdown, and the `--ordering` flag."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from kmq.cli._app import _register_all, app
+from kmq.config import KmqConfig
+from kmq.message import Message
+from kmq.worker.config import WorkerConfig
+from kmq.worker.core import WorkerCore
+from kmq.worker.metrics import WorkerMetrics
+from kmq.worker.ordered import PAUSE_AFTER_MS, OrderGate
+from kmq.worker.outcome import FAILED, OK, Outcome
+
+CONFIG = KmqConfig(
+    bootstrap_servers="unused:9092",
+    queue_topic="jobs",
+    msg_timeout_ms=30_000,
+    max_redeliveries=2,
+    nack_backoff_base_ms=100,
+)
+NOW = 1_000_000
+
+
+def gated(**settings: object) -> tuple[WorkerCore, OrderGate]:
+    core = WorkerCore(CONFIG, WorkerConfig(ordering="key", **settings), WorkerMetrics("jobs"))  # type: ignore[arg-type]
+    assert core.gate is not None
+    return core, core.gate
+
+
+def keyed(partition: int, offset: int, key: bytes) -> Message:
+    return Message(b"v", key, "jobs", partition, offset, 0, 0, NOW + 30_000)
+
+
+def test_a_failure_is_retried_in_place_then_dead_lettered_after_the_last_attempt() -> None:
+    # given key a with two messages, its first one running
+    core, gate = gated()
+    first, second = keyed(0, 0, b"a"), keyed(0, 1, b"a")
+    assert core.admit([first, second], NOW) == [first]
+    # when it fails: nothing to settle, nothing starts, it is due again after the backoff with one more attempt
+    assert gate.finish(first, FAILED, NOW) == (None, [])
+    assert gate.retries_due(NOW + 99) == []
+    (again,) = gate.retries_due(NOW + 100)
+    assert again.redelivery_count == 1 and again.offset == 0
+    # and asks for a retry in 50 ms: the same again
+    assert gate.finish(again, Outcome("retry", 50), NOW + 110) == (None, [])
+    (last,) = gate.retries_due(NOW + 160)
+    # then its third failure (1 + max_redeliveries attempts) dead-letters it and the key moves on
+    settled, following = gate.finish(last, FAILED, NOW + 170)
+    assert settled == Outcome("reject", reason="3 attempts failed, the last: failed")
+    assert following == [second]
+    assert (0, 0) not in core.leases and (0, 1) in core.leases
+
+
+def test_waiting_messages_keep_their_leases_and_are_extended() -> None:
+    core, _ = gated()
+    batch = [keyed(0, i, b"a") for i in range(3)]
+    core.admit(batch, NOW)
+    due = core.due(NOW + 25_000)  # past the margin (a third of the 30 s lease) for every message, waiting or not
+    assert sorted(msg.offset for msg, _ in due.extend) == [0, 1, 2]
+
+
+def test_a_full_partition_pauses_resumes_at_half_and_bounds_the_receive() -> None:
+    # given a limit of 4 per partition, partition 0 holding 4 of one key and partition 1 holding 1
+    core, gate = gated(concurrency=2, prefetch=6, partition_limit=4)
+    zero = [keyed(0, i, b"a") for i in range(4)]
+    core.admit([*zero, keyed(1, 0, b"b")], NOW)
+    # then no receive may take any of partition 0 (room 0), which pauses once it has been full for a while
+    assert gate.flow(NOW) == (set(), set())
+    assert gate.room == 0
+    assert gate.flow(NOW + PAUSE_AFTER_MS) == ({0}, set())
+    assert gate.room == 3  # partition 1's room
+    # when partition 0 is down to 2 (half), it resumes
+    following: list[Message] = []
+    core.finish_ok([zero[0]], following)
+    core.finish_ok(following, following)
+    assert gate.flow(NOW + PAUSE_AFTER_MS + 1) == (set(), {0})
+    core.publish(NOW)
+    assert core.metrics.registry.get_sample_value("kmq_worker_partition_held", {"topic": "jobs", "partition": "0"}) == 2
+
+
+def test_shutdown_gives_back_waiting_and_retrying_messages_not_running_ones() -> None:
+    core, gate = gated()
+    a0, a1, b0 = keyed(0, 0, b"a"), keyed(0, 1, b"a"), keyed(0, 2, b"b")
+    core.admit([a0, a1, b0], NOW)
+    gate.finish(b0, FAILED, NOW)  # b0 waits for its retry
+    given = gate.give_back()
+    assert sorted(msg.offset for msg in given) == [1, 2]
+    assert list(core.leases.held) == [(0, 0)]  # a0 runs on
+    assert gate.finish(a0, OK, NOW) == (OK, [])
+
+
+def test_the_ordering_flag_refuses_an_unknown_value() -> None:
+    _register_all()
+    result = CliRunner().invoke(
+        app, ["worker", "mod:fn", "--ordering", "sideways"], env={"KMQ_BOOTSTRAP_SERVERS": "b:1"}
+    )
+    assert result.exit_code == 2
+    assert "sideways" in result.output
