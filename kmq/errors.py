@@ -180,3 +180,11 @@ class TrackerCompatibilityError(KmqError):
 
 class AckInputError(KmqError, ValueError):
     """A row given to the Spark acknowledgement sink is invalid (unknown status, null partition or offset)."""
+
+
+class OffsetLogError(KmqError):
+    """A streaming query's offset log (Spark's checkpoint) does not give a micro-batch's offset ranges."""
+
+    def __init__(self, where: str, detail: str) -> None:
+        super().__init__(f"Spark checkpoint file {where}: {detail}")
+        self.where = where
