@@ -105,7 +105,10 @@ def runs_of(offsets: Iterable[int]) -> tuple[Run, ...]:
 
 
 def contiguous_runs(offsets: Sequence[int]) -> tuple[Run, ...]:
-    """`runs_of` with a fast path for what a consumer returns: ascending offsets with no gap (one run)."""
+    """`runs_of` with a fast path for what a consumer returns: ascending offsets with no gap (one run); a range is
+    its run at once (a Spark micro-batch's range may hold millions of offsets)."""
+    if isinstance(offsets, range) and offsets.step == 1:
+        return ((offsets.start, len(offsets)),) if offsets else ()
     first, count = offsets[0], len(offsets)
     if offsets[-1] - first + 1 == count and list(offsets) == list(range(first, first + count)):  # compared in C
         return ((first, count),)

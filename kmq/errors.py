@@ -192,3 +192,11 @@ class MissingExtraError(KmqError, ImportError):
         self.feature = feature
         self.extras = extras
         self.missing = missing
+
+
+class OffsetLogError(KmqError):
+    """A streaming query's offset log (Spark's checkpoint) does not give a micro-batch's offset ranges."""
+
+    def __init__(self, where: str, detail: str) -> None:
+        super().__init__(f"Spark checkpoint file {where}: {detail}")
+        self.where = where

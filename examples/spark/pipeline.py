@@ -25,6 +25,7 @@ import kmq.spark
 # Spark's Kafka source, of the running Spark's version (spark-submit --packages gives it as well)
 KAFKA_SOURCE = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
 RESULTS_SCHEMA = "partition int, offset long, number long, square long, redelivery_count int"
+NOT_OK_SCHEMA = "partition int, offset long, status string, delay_ms int, reason string"
 
 
 def verdict(value: bytes | None, partition: int, offset: int, fail_rate: float, poison_every: int) -> str:
@@ -40,17 +41,24 @@ def process(batch: DataFrame, output: str, args: argparse.Namespace) -> DataFram
     this returns; the rows that are not ok returned (retry, reject); foreach_batch acknowledges every other row."""
     fail_rate, poison_every = args.fail_rate, args.poison_every
     classify = F.udf(lambda value, p, o: verdict(value, p, o, fail_rate, poison_every), StringType(), useArrow=False)
-    judged = batch.withColumn("status", classify("value", "partition", "offset"))
-    number = F.col("value").cast("string").cast("long")
-    results = judged.where(F.col("status") == "ok").select(
-        "partition", "offset", number.alias("number"), (number * number).alias("square"), "redelivery_count"
-    )
-    results.write.mode("append").parquet(output)
-    return judged.where(F.col("status") != "ok").select(
-        "partition", "offset", "status",
-        F.when(F.col("status") == "retry", F.lit(args.retry_delay_ms)).alias("delay_ms"),
-        F.when(F.col("status") == "reject", F.lit("poison")).alias("reason"),
-    )  # fmt: skip
+    # Read twice (the results, then the rows that are not ok): persisted so the queue is read and the UDF run once
+    # (kmq neither persists nor caches the batch).
+    judged = batch.withColumn("status", classify("value", "partition", "offset")).persist()
+    try:
+        number = F.col("value").cast("string").cast("long")
+        results = judged.where(F.col("status") == "ok").select(
+            "partition", "offset", number.alias("number"), (number * number).alias("square"), "redelivery_count"
+        )
+        results.write.mode("append").parquet(output)
+        not_ok = judged.where(F.col("status") != "ok").select(
+            "partition", "offset", "status",
+            F.when(F.col("status") == "retry", F.lit(args.retry_delay_ms)).alias("delay_ms"),
+            F.when(F.col("status") == "reject", F.lit("poison")).alias("reason"),
+        )  # fmt: skip
+        # A few rows: collected before the batch is freed, so foreach_batch reads them without a new pass.
+        return batch.sparkSession.createDataFrame(not_ok.collect(), NOT_OK_SCHEMA)
+    finally:
+        judged.unpersist()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

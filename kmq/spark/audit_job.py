@@ -4,6 +4,10 @@ A *message* is a first delivery and its redelivered copies: one chain, keyed by 
 last delivery (highest redelivery count) decides its state: dead-lettered (on D, whatever else), acked (its winning
 marker is an END), pending (a START), and otherwise never started: unconsumed at or past the group's committed
 offset, unaccounted below it (the tracker can no longer redeliver it: a message lost).
+
+Offsets the markers name that hold no record (a transaction marker, an aborted record: PROTOCOL.md) are no message:
+they are counted apart (`no_record`), those between the partition's log start and its end; below the log start
+retention removed what was there.
 """
 
 from __future__ import annotations
@@ -60,9 +64,11 @@ def audit_frames(
 
     config = SourceOptions.parse(options).config
     now_ms = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-    committed = _committed(spark, options)
+    bounds = _bounds(spark, options)
+    committed = bounds.select("partition", "committed_offset")
     queue = keep(_queue(spark, options))
-    deliveries = queue.join(_winning_markers(spark, options), ["partition", "offset"], "left")
+    markers = keep(_winning_markers(spark, options))
+    deliveries = queue.join(markers, ["partition", "offset"], "left")
     chains = keep(
         deliveries.groupBy(*_CHAIN)
         .agg(F.max_by(F.struct("offset", "state", "started_at"), F.struct("redelivery_count", "offset")).alias("last"))
@@ -84,10 +90,19 @@ def audit_frames(
         F.count_if(F.col("is_copy")).alias("redelivered_copies"),
         F.max("redelivery_count").alias("max_redelivery_count"),
     )
+    in_log = (F.col("offset") >= F.col("log_start")) & (F.col("offset") < F.col("log_end"))
+    no_record = (
+        markers.select("partition", "offset")
+        .join(queue.select("partition", "offset"), ["partition", "offset"], "left_anti")
+        .join(bounds, "partition")
+        .groupBy("partition")
+        .agg(F.count_if(in_log).alias("no_record"))
+    )
     age = F.lit(now_ms) - (F.unix_micros("oldest_start") / 1000).cast("long")
     frame = (
         committed.join(per_record, "partition", "left")
         .join(per_chain, "partition", "left")
+        .join(no_record, "partition", "left")
         .na.fill(0)
         .withColumn("oldest_pending_age_ms", F.when(F.col("oldest_start").isNotNull(), F.greatest(age, F.lit(0))))
         .drop("oldest_start")
@@ -166,11 +181,13 @@ def _dead_letters(spark: SparkSession, options: Mapping[str, str], queue: str, t
     )
 
 
-def _committed(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
-    """Every queue partition with the group's committed offset (its first offset when none is committed)."""
+def _bounds(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
+    """Every queue partition with the group's committed offset (its first offset when none is committed), its log
+    start and its end."""
     positions = QueuePositions(SourceOptions.parse(options).config)
     try:
         committed = positions.committed()
+        rows = [(p, offset, positions.low(p), positions.high(p)) for p, offset in sorted(committed.items())]
     finally:
         positions.close()
-    return spark.createDataFrame(sorted(committed.items()), "partition int, committed_offset long")
+    return spark.createDataFrame(rows, "partition int, committed_offset long, log_start long, log_end long")

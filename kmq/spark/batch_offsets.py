@@ -1,59 +1,67 @@
-"""The exact offsets of a micro-batch, per queue partition, as runs (PROTOCOL.md "Batch markers"), found on the
-cluster by Spark SQL: only a few numbers per partition reach the driver.
+"""The offsets of a micro-batch, per queue partition, as runs (PROTOCOL.md "Batch markers"), taken from its
+streaming query's offset log (`offset_log`): no Spark job and no read of the rows.
 
-Why the rows and not the micro-batch's offset ranges (Spark's offset log, the query's progress): a range [from,
-until) of a `read_committed` read holds offsets that are no row — transaction markers, aborted records — and a
-BATCH START must cover exactly the rows the handler sees (an offset that is no row would be "redelivered" by the
-tracker as a message retention removed). Per partition, min, max and count tell a contiguous range (the usual case:
-one run) in one small aggregation; only a partition with gaps has its runs found by a second query (gaps and
-islands: offset - rank is constant along a run).
+Why the offset log: Spark's Kafka source plans each micro-batch as [from, until) per partition and writes the plan to
+`<checkpoint>/offsets/<batchId>` before the batch runs, so the ranges are known before the handler sees a row and are
+exactly what Spark reads — a batch Spark runs again after a failure or a restart reads the same ranges. Finding them
+in the rows instead costs a second pass over the data (the batch persisted and aggregated). A range of a
+`read_committed` read also holds offsets that are no row (transaction markers, aborted records); their STARTs and
+ENDs are harmless, and the tracker settles an expired START of one without a redelivery (PROTOCOL.md).
+
+The query is found by the id Spark gives the batch's thread (`sql.streaming.queryId`) among the default session's
+active queries (a query started on another session is found if that session is the default one).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
-from pyspark.sql import DataFrame, Window
-from pyspark.sql import functions as F  # Spark's convention
+from pyspark.sql import DataFrame
 
-from kmq.batch_markers import Run, runs_of
+from kmq.batch_markers import Run
+from kmq.errors import OffsetLogError
+from kmq.spark.offset_log import batch_ranges
 
 BatchRuns = dict[int, tuple[Run, ...]]  # queue partition -> its offsets in the micro-batch
 
 
-def batch_runs(batch: DataFrame) -> BatchRuns:
-    """The runs of the batch's (partition, offset) pairs, each partition's ascending."""
-    stats = batch.groupBy("partition").agg(
-        F.min("offset").alias("first"), F.max("offset").alias("last"), F.count("*").alias("rows")
-    )
-    runs: BatchRuns = {}
-    gappy: list[int] = []
-    for row in stats.collect():
-        if row["partition"] is None or row["first"] is None:
-            continue
-        if row["rows"] == row["last"] - row["first"] + 1:
-            runs[row["partition"]] = ((row["first"], row["rows"]),)
-        else:
-            gappy.append(row["partition"])
-    if gappy:
-        runs.update(_islands(batch, gappy))
-    return dict(sorted(runs.items()))
+def batch_runs(batch: DataFrame, batch_id: int, topic: str, low: Callable[[int], int]) -> BatchRuns:
+    """The micro-batch's [from, until) per partition of `topic`, one run each (empty partitions left out)."""
+    files = CheckpointFiles(batch)
+    ranges = batch_ranges(files.read, batch_id, topic, low)
+    return {partition: ((start, until - start),) for partition, (start, until) in ranges.items()}
 
 
-def _islands(batch: DataFrame, partitions: list[int]) -> BatchRuns:
-    offsets = batch.where(F.col("partition").isin(partitions)).select("partition", "offset").distinct()
-    island = F.col("offset") - F.row_number().over(Window.partitionBy("partition").orderBy("offset"))
-    found = (
-        offsets.withColumn("island", island)
-        .groupBy("partition", "island")
-        .agg(F.min("offset").alias("first"), F.count("*").alias("length"))
-        .collect()
-    )
-    runs: dict[int, list[Run]] = {}
-    for row in found:
-        runs.setdefault(row["partition"], []).append((row["first"], row["length"]))
-    return {partition: tuple(sorted(pieces)) for partition, pieces in runs.items()}
+class CheckpointFiles:
+    """The running query's checkpoint, read through Hadoop's file system (local, HDFS, object stores: as Spark)."""
+
+    def __init__(self, batch: DataFrame) -> None:
+        session = batch.sparkSession
+        self._jvm: Any = session._jvm  # py4j: Spark's own JVM gateway
+        self._hadoop_conf = session._jsc.hadoopConfiguration()  # classic PySpark (py4j)
+        self.root = self._checkpoint_root(session.sparkContext.getLocalProperty("sql.streaming.queryId"))
+
+    def _checkpoint_root(self, query_id: str | None) -> str:
+        if not query_id:
+            raise OffsetLogError("-", "foreach_batch runs outside a streaming query (no sql.streaming.queryId)")
+        default = self._jvm.org.apache.spark.sql.SparkSession.getDefaultSession()
+        query = default.get().streams().get(query_id) if default.isDefined() else None
+        if query is None:
+            raise OffsetLogError("-", f"query {query_id} is not among the default Spark session's active queries")
+        return str(query.streamingQuery().resolvedCheckpointRoot())
+
+    def read(self, relative: str) -> str | None:
+        path = self._jvm.org.apache.hadoop.fs.Path(f"{self.root}/{relative}")
+        fs = path.getFileSystem(self._hadoop_conf)
+        if not fs.exists(path):
+            return None
+        stream = fs.open(path)
+        try:
+            return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
 
 
 def contains(runs: tuple[Run, ...], offset: int) -> bool:
@@ -75,13 +83,16 @@ def without(runs: BatchRuns, removed: Iterable[tuple[int, int]]) -> BatchRuns:
 
 
 def _cut(runs: tuple[Run, ...], gone: set[int]) -> tuple[Run, ...]:
+    """The runs with the `gone` offsets cut out: work per hole, not per offset (a range may hold millions)."""
     pieces: list[Run] = []
     for start, length in runs:
-        holes = sorted(offset for offset in gone if start <= offset < start + length)
-        if not holes:
-            pieces.append((start, length))
-            continue
-        pieces.extend(runs_of(offset for offset in range(start, start + length) if offset not in gone))
+        cursor = start
+        for hole in sorted(offset for offset in gone if start <= offset < start + length):
+            if hole > cursor:
+                pieces.append((cursor, hole - cursor))
+            cursor = hole + 1
+        if cursor < start + length:
+            pieces.append((cursor, start + length - cursor))
     return tuple(pieces)
 
 

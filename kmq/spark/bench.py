@@ -3,11 +3,12 @@ Spark's own Kafka source (spark-sql-kafka-0-10 of the same Spark version) with t
 headers, `ROWS_PER_BATCH` rows per micro-batch, tasks of at most `ROWS_PER_TASK` rows) into `foreachBatch` with the
 same handler, `HANDLER`: every row of the micro-batch written to Spark's `noop` sink (the least work a handler can
 do, so kmq's share shows whole). spark-kafka is that bare; spark-kmq is `kmq.spark.read_stream` +
-`kmq.spark.foreach_batch` (exact offsets, BATCH STARTs before the handler, BATCH ENDs and the group's commit after).
+`kmq.spark.foreach_batch` (the offset log's ranges, BATCH STARTs before the handler, BATCH ENDs and the group's
+commit after).
 One local Spark session; the contenders alternate, rounds A B A B..., and each ratio is the median of each round's
 ratio (drift cancels out). Two ratios (bench_figures.py): end to end from `start()`, query start-up included, and
-steady state over the micro-batches after the first; and per micro-batch, kmq's own cost in ms (finding the offsets,
-writing the markers and committing)."""
+steady state over the micro-batches after the first; and per micro-batch, kmq's own cost in ms (reading the offset
+log, writing the markers and committing)."""
 
 from __future__ import annotations
 

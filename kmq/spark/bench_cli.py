@@ -77,7 +77,7 @@ def print_spark_report(result: SparkBenchResult, broker: str, messages: int, con
                 f"target ≥ {TARGET_RATIO}: {status})"
             )
     console.print(f"handler of both: {HANDLER}")
-    for name, title in (("offsets_ms", "finding its exact offsets"), ("marker_ms", "writing its markers, committing")):
+    for name, title in (("offsets_ms", "reading its offset log"), ("marker_ms", "writing its markers, committing")):
         medians = [run.median_cost_ms(name) for run in result.runs.get(SPARK_KMQ, [])]
         if medians:
             each = ", ".join(f"{m:.0f}" for m in medians)

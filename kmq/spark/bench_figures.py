@@ -27,7 +27,7 @@ class SparkRun:
     steady_ms: int  # their batch durations, summed
     batch_ms: tuple[int, ...] = ()  # each micro-batch's duration, in order (the JSON's detail)
     add_batch_ms: tuple[int, ...] = ()  # of which running its tasks into the sink (durationMs.addBatch)
-    offsets_ms: tuple[int, ...] = ()  # spark-kmq: finding each micro-batch's exact offsets (a Spark job)
+    offsets_ms: tuple[int, ...] = ()  # spark-kmq: reading each micro-batch's ranges from the offset log
     marker_ms: tuple[int, ...] = ()  # spark-kmq: writing each micro-batch's markers and committing the group
 
     def median_cost_ms(self, name: str) -> float:

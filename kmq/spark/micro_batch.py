@@ -1,15 +1,17 @@
 """`kmq.spark.foreach_batch`: the kmq client flow (PROTOCOL.md) once per micro-batch, on the driver.
 
-1. The micro-batch's exact offsets, per queue partition (`batch_offsets`).
-2. One BATCH START per partition (kmq STARTs with `marker_format=kmq`), acknowledged by every in-sync replica
-   (acks=all) before the handler sees a row.
+1. The micro-batch's offset ranges [from, until) per queue partition, from the query's offset log (`batch_offsets`):
+   no Spark job, no read of the rows.
+2. One BATCH START per partition, acknowledged by every in-sync replica (acks=all) before the handler sees a row.
 3. The handler runs; the rows it returns as not ok are nacked or dead-lettered (`not_ok`).
 4. One BATCH END per partition for every other offset of the batch, then the kmq group's offsets committed (the
    rest of kmq — `kmq audit`, lag — sees the stream's progress; Spark's checkpoint stays the truth on restart).
 
 A micro-batch Spark replays after a restart writes its STARTs again, then its ENDs: a START after the earlier END
 makes its rows pending again until the new END, so nothing is lost and nothing is redelivered once the END is
-durable. The batch is persisted while it is handled: step 1 and the handler read the same rows from the queue once.
+durable. kmq neither persists nor caches the batch (a handler that reads it twice may). Only the `batch` marker
+format is written: a range of millions of offsets is one BATCH START, where the `kmq` format would be a record per
+offset, so `marker_format="kmq"` is refused when `foreach_batch` is made.
 """
 
 from __future__ import annotations
@@ -19,11 +21,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 
-from kmq.batch_markers import offsets_in, split_runs
-from kmq.errors import DeliveryError, MarkerWriteError
+from kmq.batch_markers import split_runs
+from kmq.errors import ConfigError, DeliveryError, MarkerWriteError
 from kmq.marker_writer import MarkerWriter, StartWriter
 from kmq.spark.batch_offsets import BatchRuns, batch_runs, ends_of, without
 from kmq.spark.not_ok import collect_not_ok, write_not_ok
@@ -39,29 +40,29 @@ class MarkedBatches:
     """The callable for `.writeStream.foreachBatch(...)`; its Kafka clients live as long as the query's driver."""
 
     def __init__(self, handler: Handler, options: SourceOptions, raw_options: Mapping[str, str]) -> None:
+        if options.config.marker_format != "batch":
+            raise ConfigError("marker_format", f"foreach_batch writes BATCH markers only (a START per micro-batch and "
+                              f"partition); {options.config.marker_format!r} is not supported here: leave "
+                              "marker_format out or set it to 'batch' (the tracker reads both formats)")  # fmt: skip
         self.handler = handler
         self.options = options
         self._raw_options = dict(raw_options)
         self._starts: StartWriter | None = None
         self._ends: MarkerWriter | None = None
         self._positions: Any = None  # kmq.spark.positions.QueuePositions, made at the first batch
-        # The last micro-batch's cost of kmq (the bench reports them): finding its offsets (a Spark job), and writing
-        # its markers and committing (the driver's Kafka round trips).
+        # The last micro-batch's cost of kmq (the bench reports them): reading its offsets from the offset log, and
+        # writing its markers and committing (the driver's Kafka round trips).
         self.last_offsets_ms = 0
         self.last_marker_ms = 0
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         if self._starts is None:
             self._open(batch_df)
-        batch = batch_df.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            self._handle(batch, batch_id)
-        finally:
-            batch.unpersist(blocking=True)  # freed before the next micro-batch fills its own
+        self._handle(batch_df, batch_id)
 
     def _handle(self, batch: DataFrame, batch_id: int) -> None:
         began = time.monotonic()
-        runs = batch_runs(batch)  # 1.
+        runs = batch_runs(batch, batch_id, self.options.config.queue_topic, self._positions.low)  # 1.
         self.last_offsets_ms = round((time.monotonic() - began) * 1000)
         began = time.monotonic()
         self._write_starts(runs)  # 2.
@@ -93,7 +94,7 @@ class MarkedBatches:
         assert self._starts is not None
         if not runs:
             return
-        offsets = {p: _offsets(partition_runs) for p, partition_runs in runs.items()}
+        offsets = {p: range(r[0][0], r[0][0] + r[0][1]) for p, r in runs.items()}  # one range per partition
         failures = self._starts.produce(offsets, self.options.config.msg_timeout_ms)
         try:
             self._starts.wait(failures, _WAIT_S)
@@ -105,12 +106,8 @@ class MarkedBatches:
         ends = self._ends
         assert ends is not None
         for partition, partition_runs in runs.items():
-            if self.options.config.marker_format == "batch":
-                for piece in split_runs(partition_runs):
-                    ends.batch_end(partition, piece)
-            else:
-                for offset in offsets_in(partition_runs):
-                    ends.end_at(partition, offset)
+            for piece in split_runs(partition_runs):
+                ends.batch_end(partition, piece)
         remaining = ends.flush(_WAIT_S)
         if remaining:  # a lost END only costs a redelivery, but a cluster away this long stops the query loudly
             raise DeliveryError(self.options.config.markers_topic, None, f"{remaining} END markers not acknowledged")
@@ -124,10 +121,3 @@ class MarkedBatches:
         if self._positions is not None:
             self._positions.close()
         self._starts, self._ends, self._positions = None, None, None
-
-
-def _offsets(runs: tuple[tuple[int, int], ...]) -> range | list[int]:
-    """A partition's offsets as StartWriter takes them: a range when contiguous (no list of every offset)."""
-    if len(runs) == 1:
-        return range(runs[0][0], runs[0][0] + runs[0][1])
-    return list(offsets_in(runs))

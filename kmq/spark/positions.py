@@ -36,7 +36,7 @@ class QueuePositions:
         """Where the kmq group stands: its committed offset, else the partition's first offset."""
         tps = [TopicPartition(self.config.queue_topic, p) for p in range(self.partitions)]
         found = self._committed(tps)
-        return {tp.partition: tp.offset if tp.offset >= 0 else self._low(tp.partition) for tp in found}
+        return {tp.partition: tp.offset if tp.offset >= 0 else self.low(tp.partition) for tp in found}
 
     def _committed(self, tps: list[TopicPartition]) -> list[TopicPartition]:
         """The group's offsets, waiting out a coordinator that is still being chosen (a new group, a restart)."""
@@ -70,16 +70,37 @@ class QueuePositions:
     def close(self) -> None:
         self._consumer.close()
 
-    def _low(self, partition: int) -> int:
+    def low(self, partition: int) -> int:
+        """The partition's log start offset (its first offset retention kept)."""
+        return max(0, self._watermarks(partition)[0])
+
+    def high(self, partition: int) -> int:
+        """The partition's end (high watermark)."""
+        return max(0, self._watermarks(partition)[1])
+
+    def _watermarks(self, partition: int) -> tuple[int, int]:
         tp = TopicPartition(self.config.queue_topic, partition)
-        low, _ = self._consumer.get_watermark_offsets(tp, timeout=self.config.metadata_timeout_ms / 1000)
-        return max(0, int(low))
+        timeout_s = self.config.metadata_timeout_ms / 1000
+        try:
+            low, high = self._consumer.get_watermark_offsets(tp, timeout=timeout_s)
+        except KafkaException as e:
+            if not _unknown_partition(e):
+                raise
+            # A partition added since this consumer's last metadata refresh: learn it, then ask again.
+            self._consumer.list_topics(self.config.queue_topic, timeout=timeout_s)
+            low, high = self._consumer.get_watermark_offsets(tp, timeout=timeout_s)
+        return int(low), int(high)
 
 
 _COORDINATOR_BUSY = frozenset(
     {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
      KafkaError._TIMED_OUT, KafkaError.REBALANCE_IN_PROGRESS}
 )  # fmt: skip
+
+
+def _unknown_partition(error: KafkaException) -> bool:
+    err = error.args[0] if error.args else None
+    return isinstance(err, KafkaError) and err.code() == KafkaError._UNKNOWN_PARTITION
 
 
 def _coordinator_busy(error: KafkaException) -> bool:

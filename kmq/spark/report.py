@@ -29,11 +29,12 @@ class PartitionAudit:
     unaccounted: int  # below the group's committed offset and never started (or, without markers, unknown)
     unconsumed: int  # at or past the group's committed offset and never started: not read yet
     committed_offset: int
+    no_record: int = 0  # offsets markers name that hold no record (transaction markers, aborted records): no message
     dead_reasons: dict[str, int] = field(default_factory=dict)
 
 
 _COUNTED = ("messages", "first_deliveries", "redelivered_copies", "acked", "pending", "dead_lettered", "unaccounted",
-            "unconsumed")  # fmt: skip
+            "unconsumed", "no_record")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -239,7 +239,7 @@ def test_start_up_refuses_mismatched_partition_counts(cluster: KafkaCluster, mak
         service.run()
 
 
-def test_a_message_the_queue_does_not_hold_is_counted_and_ended(make_config: MakeConfig) -> None:
+def test_a_transaction_marker_is_counted_as_no_record_and_ended(make_config: MakeConfig) -> None:
     # given a queue partition whose offset 2 is a transaction marker, never a message
     config = make_config(partitions=1, msg_timeout_ms=600_000)
     producer = Producer({**config.kafka_settings(), "transactional.id": f"{config.queue_topic}-tx"})
@@ -256,11 +256,12 @@ def test_a_message_the_queue_does_not_hold_is_counted_and_ended(make_config: Mak
     markers = Producer(config.kafka_settings())
     markers.produce(config.markers_topic, StartMarker(0).encode(), MarkerKey(0, 2).encode(), partition=0)
     assert markers.flush(10) == 0
-    # when the tracker finds it due, then it counts it as missing, ends it, and redelivers nothing
+    # when the tracker finds it due, then it counts it as an offset without record (not a missing message), ends
+    # it, and redelivers nothing
     with running_tracker(config) as tracker:
-        wait_for(lambda: metric(tracker, "kmq_missing_messages_total") == 1, 20, what="the missing message")
+        wait_for(lambda: metric(tracker, "kmq_no_record_offsets_total") == 1, 20, what="the offset without record")
         wait_for(lambda: pending(tracker) == 0, 10, what="its END read back")
-        assert metric(tracker, "kmq_redeliveries_total") == 0
+        assert metric(tracker, "kmq_redeliveries_total") == metric(tracker, "kmq_missing_messages_total") == 0
     ends = [r for r in read_topic(config, config.markers_topic, 1) if r.value == EndMarker().encode()]
     assert [r.key for r in ends] == [MarkerKey(0, 2).encode()]
 

@@ -64,10 +64,12 @@ def test_offsets_between_wanted_ones_are_read_through() -> None:
     assert remaining == []
 
 
-def test_offsets_that_retention_removed_are_missing() -> None:
-    # wanted 3 and 4, but the log now starts at 5 (the consumer reset to it)
+def test_offsets_passed_over_below_the_end_are_sorted_by_the_log_start_later() -> None:
+    # wanted 3 and 4, but the first record read is 5: the log now starts there (the consumer reset to it), or 3 and 4
+    # are a transaction marker and an aborted record (the reader tells which by the partition's log start)
     result, remaining = walk([3, 4, 7], [FakeMessage(o) for o in (5, 6, 7)])
-    assert result.missing == [3, 4]
+    assert result.skipped == [3, 4]
+    assert result.missing == []
     assert [r.offset for r in result.found] == [7]
     assert remaining == []
 
@@ -84,7 +86,14 @@ def test_end_of_partition_before_the_wanted_offsets_means_they_are_gone() -> Non
     result, remaining = walk([3, 9, 12], [FakeMessage(3), eof(8)])
     assert [r.offset for r in result.found] == [3]
     assert result.missing == [9, 12]
-    assert remaining == []
+    assert result.skipped == remaining == []
+
+
+def test_offsets_below_the_end_of_partition_held_no_record_to_read() -> None:
+    # 5 and 6 (a commit marker, say) lie below the end the read reached (7); 9 past it
+    result, remaining = walk([3, 5, 6, 9], [FakeMessage(3), eof(7)])
+    assert [r.offset for r in result.found] == [3]
+    assert (result.skipped, result.missing, remaining) == ([5, 6], [9], [])
 
 
 def test_not_reached_offsets_remain_unread() -> None:

@@ -48,7 +48,18 @@ class TrackerMetrics:
         self.undecodable = Counter(
             "kmq_undecodable_markers", "Records on the markers topic that are not markers", registry=r
         )
-        self.missing = Counter("kmq_missing_messages", "Due messages the queue topic no longer holds", registry=r)
+        self.missing = Counter(
+            "kmq_missing_messages",
+            "Due messages the queue topic no longer holds (below its log start: retention) or never held (negative "
+            "offsets, past its end)",
+            registry=r,
+        )
+        self.no_record = Counter(
+            "kmq_no_record_offsets",
+            "Due STARTs of offsets that hold no data record (a transaction marker, an aborted record): ENDed as "
+            "finished, never redelivered",
+            registry=r,
+        )
         self.undeliverable_truncated = Counter(
             "kmq_undeliverable_truncated",
             "Copies refused for good whose dead letter was refused too, written with the value truncated",

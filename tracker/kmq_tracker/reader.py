@@ -39,12 +39,16 @@ class QueueRecord:
 
 @dataclass(slots=True)
 class ReadResult:
-    """What one read found: the records, the offsets the topic no longer holds, and those not reached in time."""
+    """What one read found: the records, the offsets the topic no longer holds (or never held), the offsets that
+    hold no data record, and those not reached in time."""
 
     found: list[QueueRecord] = field(default_factory=list)
-    missing: list[int] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)  # below the log start (retention), negative, past the end
+    no_record: list[int] = field(default_factory=list)  # a transaction marker or an aborted record (PROTOCOL.md)
     unread: list[int] = field(default_factory=list)
     error: str | None = None
+    skipped: list[int] = field(default_factory=list)  # passed over below the end: `no_record` or `missing`, by the
+    # partition's log start offset (the reader sorts them once the read is done)
 
 
 class QueueReader:
@@ -71,7 +75,27 @@ class QueueReader:
         self._read_runs(partition, wanted[first:seen], result, deadline)
         fresh = len(result.found) > found_before
         self._read_runs(partition, self._existing(partition, wanted[seen:], result, deadline, fresh), result, deadline)
+        self._sort_skipped(partition, result)
         return result
+
+    def _sort_skipped(self, partition: int, result: ReadResult) -> None:
+        """Offsets passed over below the partition's end are no record when at or above its log start (a
+        read_committed fetch from them returned a later record, or the end: a transaction marker or an aborted
+        record is there) and missing below it (retention removed them). The log start is asked of the leader now;
+        without an answer they are left unread, for the next pass."""
+        skipped, result.skipped = result.skipped, []
+        if not skipped:
+            return
+        try:
+            low, _ = self._consumer.get_watermark_offsets(
+                TopicPartition(self._topic, partition), timeout=self._timeout_s, cached=False
+            )
+        except KafkaException as e:
+            result.unread.extend(skipped)
+            result.error = result.error or f"the log start offset: {e.args[0] if e.args else e}"
+            return
+        for offset in skipped:
+            (result.no_record if offset >= low else result.missing).append(offset)
 
     def warm_up(self) -> None:
         """Connect, and learn the queue's partition leaders (raises KafkaException when no broker answers)."""
@@ -172,28 +196,30 @@ class _Cursor:
             return
         error = message.error()
         if error is not None:
-            self._take_error(error)
+            self._take_error(error, message)
             return
         offset = message.offset() or 0
         if offset < self._run[0]:
             # The first offset was out of range and the consumer reset to the log start: the rest is past the end.
-            self._skip_to(self._run[-1] + 1)
+            self._skip_to(self._run[-1] + 1, self._result.missing)
             return
-        self._skip_to(offset)
+        self._skip_to(offset, self._result.skipped)
         if self._next < len(self._run) and self._run[self._next] == offset:
             self._result.found.append(_record(message))
             self._next += 1
 
-    def _take_error(self, error: KafkaError) -> None:
+    def _take_error(self, error: KafkaError, message: KafkaMessage) -> None:
         if error.code() == KafkaError._PARTITION_EOF:
-            self._skip_to(self._run[-1] + 1)  # everything not yet seen lies at or past the end
+            # The end is the EOF's offset: below it a wanted offset held no record, at or past it none exists.
+            self._skip_to(message.offset() or 0, self._result.skipped)
+            self._skip_to(self._run[-1] + 1, self._result.missing)
         else:
             self._result.error = error.str()  # the rest of the run is retried after a backoff
 
-    def _skip_to(self, offset: int) -> None:
-        """Wanted offsets below `offset` were not in the partition: retention removed them, or they never existed."""
+    def _skip_to(self, offset: int, into: list[int]) -> None:
+        """Wanted offsets below `offset` hold no record to read: they go `into` the list that says why."""
         while self._next < len(self._run) and self._run[self._next] < offset:
-            self._result.missing.append(self._run[self._next])
+            into.append(self._run[self._next])
             self._next += 1
 
 

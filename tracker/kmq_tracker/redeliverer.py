@@ -2,8 +2,9 @@
 
 PROTOCOL.md, Tracker: read the message at (Q, p, offset); if its count would pass `max_redeliveries` write it to D,
 otherwise produce the copy to Q partition p; only after that write is acknowledged, write END for the old key. A
-message that retention already removed is counted, logged and ENDed. Everything not settled is left pending: the
-caller retries it after a backoff.
+message that retention already removed is counted, logged and ENDed; an offset that holds no data record (a
+transaction marker, an aborted record: PROTOCOL.md "Offsets that hold no record") is counted and ENDed. Everything
+not settled is left pending: the caller retries it after a backoff.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class Redelivered:
     copied: list[int] = field(default_factory=list)
     dead_lettered: list[int] = field(default_factory=list)
     missing: list[int] = field(default_factory=list)
+    no_record: list[int] = field(default_factory=list)  # a transaction marker or an aborted record: finished
     failed: list[int] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     truncated: list[int] = field(default_factory=list)  # undeliverable, dead-lettered with the value cut (also above)
@@ -48,7 +50,7 @@ class Redelivered:
     @property
     def settled(self) -> list[int]:
         """Queue offsets that are no longer pending: an END for each has been written."""
-        return [*self.copied, *self.dead_lettered, *self.missing, *self.unwritable]
+        return [*self.copied, *self.dead_lettered, *self.missing, *self.no_record, *self.unwritable]
 
 
 class Redeliverer:
@@ -72,6 +74,7 @@ class Redeliverer:
         outcome = Redelivered()
         read = self._reader.read(partition, offsets)
         outcome.missing.extend(read.missing)
+        outcome.no_record.extend(read.no_record)
         outcome.failed.extend(read.unread)
         if read.error is not None:
             outcome.errors.append(f"reading {self._kmq.queue_topic}[{partition}]: {read.error}")
@@ -80,7 +83,11 @@ class Redeliverer:
                 "%s[%d]@%d is no longer in the topic (retention?): ending it", self._kmq.queue_topic, partition, offset
             )
         self._write_copies(partition, read.found, outcome)
-        self._write_ends(partition, outcome.copied + outcome.dead_lettered, outcome.missing + outcome.unwritable)
+        if read.no_record:
+            _log.debug("%s[%d] offsets %s hold no record (transaction markers, aborted records): ending them",
+                       self._kmq.queue_topic, partition, read.no_record)  # fmt: skip
+        absent = outcome.missing + outcome.no_record + outcome.unwritable
+        self._write_ends(partition, outcome.copied + outcome.dead_lettered, absent)
         self._flush_ends(outcome)
         return outcome
 

@@ -18,7 +18,7 @@ def settle(config: TrackerConfig, metrics: TrackerMetrics, finished: Finished) -
         return
     written = outcome.copied + outcome.dead_lettered
     state.done_all(written)  # offsets the queue held: sane, often contiguous
-    for offset in outcome.missing + outcome.unwritable:  # may be anything a garbage START named: one at a time
+    for offset in outcome.missing + outcome.no_record + outcome.unwritable:  # anything a garbage START named: 1 by 1
         state.done(offset)
     # Lateness is judged by the deadlines the pass began with: the pass's ENDs may have been read back already.
     deadlines = dict(zip(finished.job.offsets, finished.job.deadlines, strict=True))
@@ -30,6 +30,7 @@ def settle(config: TrackerConfig, metrics: TrackerMetrics, finished: Finished) -
     metrics.redeliveries.inc(len(outcome.copied))
     metrics.dead_letters.inc(len(outcome.dead_lettered))
     metrics.missing.inc(len(outcome.missing))
+    metrics.no_record.inc(len(outcome.no_record))
     metrics.undeliverable_truncated.inc(len(outcome.truncated))
     metrics.undeliverable_unwritable.inc(len(outcome.unwritable))
     topic = config.kmq.queue_topic

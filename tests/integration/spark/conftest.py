@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 import kmq.spark
 from kmq.config import KmqConfig
 from kmq_tracker import TrackerConfig, TrackerService
+from tests.integration.spark.standalone import StandaloneCluster, standalone_cluster
 
 
 @pytest.fixture(scope="session")
@@ -40,6 +41,13 @@ def spark() -> Iterator[SparkSession]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """A standalone Spark master and two workers for the whole test session; every JVM it started is stopped."""
+    with standalone_cluster(tmp_path_factory.mktemp("spark-cluster")) as cluster:
+        yield cluster
 
 
 @contextmanager

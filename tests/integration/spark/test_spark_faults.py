@@ -25,22 +25,29 @@ from tests.integration.spark.pipeline_support import (
     processed_numbers,
     send_numbers,
 )
+from tests.integration.spark.standalone import EXECUTOR_MEMORY
 
 pytestmark = pytest.mark.spark
 MakeConfig = Callable[..., KmqConfig]
 
 
 @contextmanager
-def pipeline_process(config: KmqConfig, output: Path, checkpoint: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """examples/spark/pipeline.py as its own driver process (its JVM in the same process group), started as a
-    virtualenv's python is without activating it: no PYSPARK_PYTHON, and no `python3` of the virtualenv on the PATH
-    (kmq.spark gives Spark's Python workers the driver's interpreter)."""
+def pipeline_process(config: KmqConfig, output: Path, checkpoint: Path, master: str = "local[2]",
+                     *extra: str) -> Iterator[subprocess.Popen[bytes]]:  # fmt: skip
+    """examples/spark/pipeline.py as its own driver process (its JVM in the same process group). On a local master
+    it is started as a virtualenv's python is without activating it: no PYSPARK_PYTHON, and no `python3` of the
+    virtualenv on the PATH (kmq.spark gives Spark's Python workers the driver's interpreter). On a cluster the
+    deployment names the executors' Python (PYSPARK_PYTHON, this interpreter) and their memory."""
     args = ["-b", config.bootstrap_servers, "-q", config.queue_topic, "--output", str(output), "--checkpoint",
-            str(checkpoint), "--master", "local[2]", "--max-records-per-batch", "500", "--poison-every", "0",
-            "--fail-rate", "0", "--msg-timeout-ms", str(config.msg_timeout_ms), "--trigger-ms", "100"]  # fmt: skip
+            str(checkpoint), "--master", master, "--max-records-per-batch", "500", "--poison-every", "0",
+            "--fail-rate", "0", "--msg-timeout-ms", str(config.msg_timeout_ms), "--trigger-ms", "100",
+            *extra]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "VIRTUAL_ENV")}
-    venv_bin = str(Path(sys.executable).parent)
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
+    if master.startswith("local"):
+        venv_bin = str(Path(sys.executable).parent)
+        env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
+    else:
+        env.update(PYSPARK_PYTHON=sys.executable, SPARK_EXECUTOR_MEMORY=EXECUTOR_MEMORY, SPARK_LOCAL_IP="127.0.0.1")
     env["KMQ_KAFKA_CONFIG"] = json.dumps(config.kafka_config)
     process = subprocess.Popen([sys.executable, str(EXAMPLE), *args], env=env, start_new_session=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip

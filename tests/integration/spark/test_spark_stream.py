@@ -20,9 +20,10 @@ from kmq.kafka import admin_settings
 from kmq.markers import MarkerKey
 from kmq.producer import KmqProducer, OutgoingMessage
 from kmq.spark.markers_source import decode as decode_marker_rows
+from kmq.spark.offset_log import batch_ranges
 from kmq.spark.positions import QueuePositions
 from tests.helpers import committed_offsets, read_topic, wait_for
-from tests.integration.spark.conftest import stream_options
+from tests.integration.spark.conftest import source_options, stream_options
 from tests.integration.spark.pipeline_support import every_offset_ended, running
 
 pytestmark = pytest.mark.spark
@@ -87,6 +88,7 @@ def _send_with_gaps(config: KmqConfig, partitions: int) -> int:
                 producer.commit_transaction(30)
                 visible += 6
             else:
+                assert producer.flush(30) == 0  # on the log before the abort (an abort drops what is not sent yet)
                 producer.abort_transaction(30)
         with KmqProducer(config) as plain:
             plain.send_batch(OutgoingMessage(f"p{round_}-{n}".encode(), None, None, n % partitions) for n in range(4))
@@ -94,48 +96,82 @@ def _send_with_gaps(config: KmqConfig, partitions: int) -> int:
     return visible
 
 
-def test_no_row_reaches_the_handler_before_its_start_is_durable_and_the_starts_cover_exactly_its_rows(
+def _logged_ranges(checkpoint: Path, batch_id: int, topic: str) -> dict[int, tuple[int, int]]:
+    """Batch `batch_id`'s ranges as kmq parses them from the files the real query wrote in its checkpoint."""
+
+    def read(relative: str) -> str | None:
+        path = checkpoint / relative
+        return path.read_text() if path.exists() else None
+
+    return batch_ranges(read, batch_id, topic, lambda partition: 0)
+
+
+def test_no_row_reaches_the_handler_before_its_start_is_durable_and_the_starts_are_the_offset_logs_ranges(
     spark: SparkSession, make_config: MakeConfig, tmp_path: Path
 ) -> None:
     # given a queue whose offsets have gaps (transaction markers, aborted records), read 20 offsets per micro-batch
     partitions = 2
     config = make_config(partitions=partitions, msg_timeout_ms=120_000)
     visible = _send_with_gaps(config, partitions)
-    seen: list[Rows] = []
+    seen: dict[int, Rows] = {}
     durable_when_handed: list[bool] = []
 
     def handler(batch: DataFrame, batch_id: int) -> None:
         rows = _by_partition(batch)
-        started = _starts(config, partitions)  # what is on the markers topic as the handler gets the batch
-        durable_when_handed.append(all((p, offsets) in started for p, offsets in rows.items()))
-        seen.append(rows)
+        started = {(p, o) for p, offsets in _starts(config, partitions) for o in offsets}  # on the topic now
+        durable_when_handed.append(all((p, o) in started for p, offsets in rows.items() for o in offsets))
+        seen[batch_id] = rows
 
     options = stream_options(config, max_records_per_batch=20)
     stream = kmq.spark.read_stream(spark, config.queue_topic, **options)
+    checkpoint = tmp_path / "checkpoint"
     # when the stream runs until every row was handled
     query = (
         stream.writeStream.foreachBatch(marked := kmq.spark.foreach_batch(handler, config.queue_topic, **options))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .option("checkpointLocation", str(checkpoint))
         .trigger(processingTime="100 milliseconds")
         .start()
     )
     try:
-        wait_for(running(query, lambda: sum(len(o) for rows in seen for o in rows.values()) >= visible), 120,
-                 interval_s=0.2, what="every row handled")  # fmt: skip
+        wait_for(running(query, lambda: sum(len(o) for rows in seen.values() for o in rows.values()) >= visible),
+                 120, interval_s=0.2, what="every row handled")  # fmt: skip
         wait_for(lambda: every_offset_ended(config, partitions), 30, interval_s=0.2, what="every row ENDed")
     finally:
         query.stop()
         marked.close()
     # then each batch's STARTs were on the topic before the handler saw a row
     assert len(seen) >= 2 and all(durable_when_handed), durable_when_handed
-    # and the BATCH STARTs are exactly the handler's rows, batch by batch and partition by partition: no offset the
-    # handler did not see (a transaction marker, an aborted record), none it saw left out
-    expected = [(p, offsets) for rows in seen for p, offsets in sorted(rows.items())]
+    # and the BATCH STARTs are the [from, until) ranges of Spark's offset log, batch by batch (parsed from the files
+    # this Spark wrote), each holding the rows the handler saw in that batch
+    logged = {batch_id: _logged_ranges(checkpoint, batch_id, config.queue_topic) for batch_id in seen}
+    expected = [(p, list(range(*logged[b][p]))) for b in sorted(seen) for p in sorted(logged[b])]
     assert sorted(_starts(config, partitions)) == sorted(expected)
-    assert any(offsets[-1] - offsets[0] + 1 > len(offsets) for _, offsets in expected), "no gap was tested"
-    # and the kmq group stands after the last row of each partition
-    last = {p: max(o for rows in seen for o in rows.get(p, [])) + 1 for p in range(partitions)}
-    assert committed_offsets(config, partitions) == last
+    for batch_id, rows in seen.items():
+        for p, offsets in rows.items():
+            assert logged[batch_id][p][0] <= offsets[0] and offsets[-1] < logged[batch_id][p][1]
+    # and together they cover every offset of the queue, the ones that are no row (a transaction marker, an aborted
+    # record) included, and all of them were ENDed
+    ends = _high_watermarks(config, partitions)
+    covered = {(p, o) for p, offsets in expected for o in offsets}
+    assert covered == {(p, o) for p in range(partitions) for o in range(ends[p])}
+    rows_seen = {(p, o) for rows in seen.values() for p, offsets in rows.items() for o in offsets}
+    assert len(rows_seen) == visible
+    # per round, 2 commit markers, 6 aborted records and 2 abort markers (one marker per partition per transaction)
+    assert len(covered - rows_seen) == 3 * (2 + 6 + 2), "every aborted record and transaction marker is in a range"
+    assert covered <= _ended(config, partitions)
+    # and the kmq group stands at the end of each partition
+    assert committed_offsets(config, partitions) == ends
+    # and the audit counts every row acked, and the offsets that hold no record apart: nothing unaccounted
+    report = kmq.spark.audit(spark, **source_options(config))
+    assert (report.total("acked"), report.total("no_record"), report.total("unaccounted")) == (visible, 30, 0)
+
+
+def _high_watermarks(config: KmqConfig, partitions: int) -> dict[int, int]:
+    positions = QueuePositions(config)
+    try:
+        return {p: positions.high(p) for p in range(partitions)}
+    finally:
+        positions.close()
 
 
 def test_a_new_query_starts_where_the_kmq_group_stands_and_reads_partitions_added_while_it_runs(
