@@ -59,7 +59,7 @@ class KmqConfig(FrozenConfig):
     redelivery_tracker: Literal["kmq", "jvm"] = Field(
         "kmq",
         description="the tracker that redelivers: `kmq` (this project's) or `jvm` (SoftwareMill's JVM kmq: the client"
-        " then refuses extend and warns of nack delays past msg_timeout_ms; see the README's compatibility matrix)",
+        " then refuses extend and warns of nack delays past msg_timeout_ms; see the docs' JVM kmq compatibility page)",
     )
     security_protocol: str = Field("", description="librdkafka security.protocol (e.g. SASL_SSL)")
     sasl_mechanism: str = Field("", description="librdkafka sasl.mechanism (e.g. SCRAM-SHA-512)")

@@ -1,4 +1,4 @@
-"""Is a librdkafka client still connected to its cluster? No silent stall (README, "Operating notes").
+"""Is a librdkafka client still connected to its cluster? No silent stall (docs/guides/operating.md).
 
 A broker in controlled shutdown may answer a Metadata request with no brokers; librdkafka can then drop every broker
 it knows, bootstrap servers included, and never bootstrap again: the client waits forever and reports nothing. kmq
@@ -127,7 +127,7 @@ class KafkaLiveness:
             return None  # the cluster is away: librdkafka reconnects by itself once it is back
         return (
             f"no Kafka broker has answered {self._name} for {silent_ms} ms while the bootstrap servers accept "
-            "connections: librdkafka has lost its brokers (README, 'Operating notes'); restart the process or "
+            "connections: librdkafka has lost its brokers (docs/guides/operating.md); restart the process or "
             "create a new client"
         )
 

@@ -52,6 +52,16 @@ kmq_build_image() {
   fi
 }
 
+# Helm for the chart tests (tests/deploy/test_helm_chart.py, tests/k8s): built once from the Go module proxy
+# (scripts/helm-build; a few minutes, then cached in ~/.cache/kmq/bin), before pytest so no test waits on it.
+kmq_build_helm() {
+  echo "== Helm (scripts/helm-build; the chart tests run it)"
+  if ! scripts/helm-build >/dev/null; then
+    _kmq_skips_allowed || exit 1
+    echo "warning: scripts/helm-build failed (above): the Helm chart tests will fail (KMQ_ALLOW_SKIPS=1)" >&2
+  fi
+}
+
 # Kubernetes for the cluster tests (tests/k8s, scripts/k8s-up): built once per machine from the Go module proxy
 # (scripts/k8s-build; 5-8 minutes on 2 cores, then cached in ~/.cache/kmq/k8s), before pytest so no test waits on it.
 # The cluster needs root: without it this fails, unless the caller opted in to skipping (KMQ_ALLOW_SKIPS=1).

@@ -1,7 +1,8 @@
-"""The README's configuration reference, generated from the config classes so it cannot drift.
+"""The configuration reference (docs/reference/configuration.md, a page of the documentation site), generated from
+the settings models so it cannot drift.
 
-`python -m tests.config_reference --write` rewrites the block in README.md; tests/unit/test_readme.py fails when the
-README's block differs from what this renders.
+`python -m tests.config_reference --write` rewrites the block in that page; tests/unit/test_readme.py fails when the
+page's block differs from what this renders.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from pydantic_core import PydanticUndefined
 from kmq.config import KmqConfig
 from kmq.embedded import KAFKA_VERSION
 from kmq.settings import env_name
-from kmq.worker.config import WorkerConfig
+from kmq.worker import WorkerConfig
 from kmq_api.config import ApiConfig
 from kmq_tracker.config import ENV_FIELD_PREFIX, TrackerConfig
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "reference" / "configuration.md"
 START = "<!-- config-reference:start (generated: python -m tests.config_reference --write) -->"
 END = "<!-- config-reference:end -->"
 _API_SPECIAL = {
@@ -102,8 +104,8 @@ def _worker_rows() -> list[tuple[str, str, str]]:
     return [("KMQ_WORKER_STALL_TIMEOUT_MS", _default(info), info.description or "")]
 
 
-def _table(title: str, rows: list[tuple[str, str, str]]) -> str:
-    lines = [f"**{title}**", "", "| variable | default | meaning |", "|---|---|---|"]
+def _table(title: str, rows: list[tuple[str, str, str]], key: str = "variable") -> str:
+    lines = [f"**{title}**", "", f"| {key} | default | meaning |", "|---|---|---|"]
     lines += [f"| `{name}` | {default} | {_cell(meaning)} |" for name, default, meaning in rows]
     return "\n".join(lines)
 
@@ -121,27 +123,33 @@ def render() -> str:
         _table("REST facade (`ApiConfig`; `kmq api` flags win)", _api_rows()),
         _table("Worker (`kmq worker`; its flags win)", [*WORKER, *_worker_rows()]),
         _table("Scripts, examples and tests", OTHER),
+        _table(
+            "Worker (`kmq.WorkerConfig`: arguments of `kmq.Worker`; `kmq worker` takes the common ones as flags, and "
+            "the variables above)",
+            [(name, _default(info), info.description or "") for name, info in WorkerConfig.model_fields.items()],
+            key="field",
+        ),
     ]
     return "\n\n".join([START, *tables, END])
 
 
-def readme_block(text: str) -> str:
+def page_block(text: str) -> str:
     found = re.search(re.escape(START) + ".*?" + re.escape(END), text, re.S)
     return found.group(0) if found else ""
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--write", action="store_true", help="rewrite the block in README.md")
+    parser.add_argument("--write", action="store_true", help=f"rewrite the block in {PAGE.relative_to(ROOT)}")
     args = parser.parse_args()
     if not args.write:
         print(render())
         return
-    text = README.read_text()
-    block = readme_block(text)
+    text = PAGE.read_text()
+    block = page_block(text)
     if not block:
-        raise SystemExit(f"README.md has no {START} ... {END} block")
-    README.write_text(text.replace(block, render()))
+        raise SystemExit(f"{PAGE.relative_to(ROOT)} has no {START} ... {END} block")
+    PAGE.write_text(text.replace(block, render()))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """A TCP proxy in front of one Kafka broker that can answer Metadata requests with *no* brokers.
 
-That answer is what a broker in controlled shutdown may give (README, "Operating notes"): librdkafka then drops every
+That answer is what a broker in controlled shutdown may give (docs/guides/operating.md): librdkafka then drops every
 broker it knows and, when the connection drops at the wrong moment, never bootstraps again, so its client waits
 forever. One such answer strands a client only when it loses that race (otherwise librdkafka bootstraps again, as
 observed with 2.16); answering *every* Metadata request so from `strand()` until `heal()` makes the stranded client

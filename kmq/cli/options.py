@@ -53,7 +53,7 @@ def parse_log_level(level: str) -> int:
 def settings_epilog(own: list[str] | tuple[str, ...]) -> str:
     """A command's help ending: its own variables (generated from its config class, so the help never falls behind
     it), and where the shared ones are described."""
-    shared = "The shared KMQ_* settings, and what each variable means: README.md, Configuration."
+    shared = "The shared KMQ_* settings, and what each variable means: docs/reference/configuration.md."
     return f"Its own settings: {', '.join(own)}. {shared}"
 
 

@@ -85,7 +85,7 @@ def test_a_broker_restart_mid_stream_loses_nothing(restartable: EmbeddedKafka, m
         wait_for(lambda: len(worker.processed) >= MESSAGES // 3, 60, what="a third processed before the restart")
         # when the broker crashes mid-stream and comes back on the same data and port (a crash, not a polite stop:
         # a single node in controlled shutdown can answer Metadata with no broker at all, after which librdkafka
-        # 2.16 drops every broker it knows and never re-bootstraps; README, "Operating notes")
+        # 2.16 drops every broker it knows and never re-bootstraps; docs/guides/operating.md)
         assert restartable.pid is not None, "the broker runs"
         os.kill(restartable.pid, signal.SIGKILL)
         restartable.stop(keep_data=True)

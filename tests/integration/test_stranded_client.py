@@ -1,5 +1,5 @@
-"""No silent stall: a client whose broker answers Metadata with no brokers (a broker in controlled shutdown, README
-"Operating notes") is stranded — librdkafka knows no broker any more while the bootstrap address accepts
+"""No silent stall: a client whose broker answers Metadata with no brokers (a broker in controlled shutdown,
+docs/guides/operating.md) is stranded — librdkafka knows no broker any more while the bootstrap address accepts
 connections. A TCP proxy in front of the broker (tests/metadata_proxy.py) makes that state deterministic; kmq must
 turn it into an error (`KmqClient.receive()`) or a failing `/healthz` (tracker, REST facade), and a fresh client
 recovers."""

@@ -28,6 +28,12 @@ TEST_TIMEOUT_S = 600 if all((K8S_BIN / c).exists() for c in COMPONENTS) else 300
 
 
 @dataclass(frozen=True)
+class Cluster:
+    kubectl: str
+    kubeconfig: str
+
+
+@dataclass(frozen=True)
 class Pod:
     name: str
     uid: str
@@ -123,3 +129,9 @@ class Stack:
             return all(owned) and sorted(p for o in owned for p in o) == list(range(PARTITIONS))
 
         wait_for(steady, READY_TIMEOUT_S, 0.5, what="2 Ready trackers splitting the partitions and 1 Ready facade")
+
+
+def helm_namespace(name: str) -> str:
+    """A namespace enforcing the restricted Pod Security Standard, as the local overlay's does."""
+    labels = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "warn")}
+    return json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})

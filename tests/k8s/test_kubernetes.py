@@ -1,7 +1,9 @@
 """deploy/kubernetes on a real cluster (scripts/k8s-up): the local overlay of the same base users apply elsewhere,
 applied with `kubectl apply -k`; two tracker replicas and the REST facade, Ready under the restricted Pod Security
 Standard; messages through the facade's Service; a tracker pod deleted mid-stream; a rolling restart of the facade
-under load; the PodDisruptionBudget against the eviction of the last ready tracker.
+under load; the PodDisruptionBudget against the eviction of the last ready tracker. Each runs on the overlay and
+then on the Helm chart (deploy/helm/kmq) installed with the same settings; the chart's render, with every optional
+part on, also passes the API server's own validation (a server-side dry run).
 
 The tests share one deployment (tests/k8s/conftest.py: `stack`) and each starts from its steady state: two Ready
 trackers splitting the partitions, one Ready facade pod.
@@ -16,8 +18,9 @@ from typing import Any
 
 import httpx
 import pytest
-from kube import PARTITIONS, TEST_TIMEOUT_S, Stack
+from kube import PARTITIONS, TEST_TIMEOUT_S, Cluster, Kube, Stack, helm_namespace
 
+from tests.deploy.helmtools import template
 from tests.facade_http import leave_one_per_partition, stream_through_a_blow
 from tests.helpers import wait_for
 
@@ -202,6 +205,29 @@ def test_the_disruption_budget_refuses_to_evict_the_last_ready_tracker(stack: St
         kube.run("uncordon", node)
     stack.wait_steady()
     assert sum(len(p.owned_partitions()) for p in kube.ready_pods("tracker")) == PARTITIONS
+
+
+def test_the_charts_render_passes_the_api_servers_validation(cluster: Cluster, helm_binary: str) -> None:
+    """`helm template` with the security values set, applied as a server-side dry run with strict field validation:
+    the API server's own schemas (and admission: the restricted Pod Security Standard) accept every object."""
+    kube = Kube(cluster.kubectl, cluster.kubeconfig, "kmq-helm-dry-run")
+    security = {
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.security.saslMechanism": "SCRAM-SHA-512",
+        "kafka.security.saslUsername": "kmq",
+        "kafka.security.passwordSecret.name": "kmq-user",
+        "kafka.security.caSecret.name": "kafka-ca",
+    }
+    rendered = template(helm_binary, security, "--namespace", kube.namespace, "--set", "secrets.apiKeys={k}")
+    kube.run("apply", "-f", "-", stdin=helm_namespace(kube.namespace))
+    try:
+        applied = kube.run("apply", "--dry-run=server", "--validate=strict", "-f", "-", stdin=rendered)
+    finally:
+        kube.run("delete", "namespace", kube.namespace, "--wait=true", timeout_s=300)
+    objects = ["configmap/kmq-config", "secret/kmq-secrets", "serviceaccount/kmq"]
+    for name in ("kmq-tracker", "kmq-api"):
+        objects += [f"deployment.apps/{name}", f"service/{name}", f"poddisruptionbudget.policy/{name}"]
+    assert sorted(applied.splitlines()) == sorted(f"{o} created (server dry run)" for o in objects), applied
 
 
 def _rolled_out(stack: Stack, old_pod: str) -> bool:
