@@ -20,6 +20,7 @@ from kmq.producer import KmqProducer, OutgoingMessage
 from kmq.worker import Reject, Retry, Worker, WorkerConfig
 from tests.helpers import read_topic, wait_for
 from tests.integration.test_tracker_e2e import metric, running_tracker
+from tests.integration.test_worker import running as worker_thread
 
 pytestmark = pytest.mark.integration
 MakeConfig = Callable[..., KmqConfig]
@@ -42,13 +43,9 @@ def parse(msg: Message) -> tuple[str, int]:
 
 @contextmanager
 def running(worker: Worker) -> Iterator[Worker]:
-    thread = worker.run_in_thread()
-    try:
+    """The worker on a thread of its own, stopped on exit; it must not have failed."""
+    with worker_thread(worker):
         yield worker
-    finally:
-        worker.stop()
-        thread.join(60)
-        assert not thread.is_alive(), "the worker did not stop"
     assert worker.failure is None, worker.failure
 
 

@@ -3,10 +3,8 @@ SIGKILL loses nothing, and the out-of-order handlings it causes are counted and 
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import textwrap
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -19,6 +17,7 @@ from kmq.config import KmqConfig
 from tests.helpers import wait_for
 from tests.integration.test_tracker_e2e import running_tracker
 from tests.integration.test_worker_ordering import send_keyed
+from tests.integration.test_worker_process import worker_process
 
 pytestmark = pytest.mark.integration
 MakeConfig = Callable[..., KmqConfig]
@@ -40,28 +39,14 @@ HANDLER = textwrap.dedent(
 @contextmanager
 def ordered_worker(config: KmqConfig, tmp_path: Path, log: Path, by_flag: bool) -> Iterator[subprocess.Popen[str]]:
     """`kmq worker` with key ordering, chosen by its flag or by `KMQ_WORKER_ORDERING`."""
-    (tmp_path / "jobs.py").write_text(HANDLER)
-    env = {**os.environ, **config.to_env(), "JOBS_LOG": str(log)}
+    env = {**config.to_env(), "JOBS_LOG": str(log)}
     args = ["--concurrency", "8", "--shutdown-grace-ms", "20000"]
     if by_flag:
         args += ["--ordering", "key"]
     else:
         env["KMQ_WORKER_ORDERING"] = "key"
-    with (tmp_path / "worker.out").open("a") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "kmq", "worker", "jobs:handle", *args],
-            cwd=tmp_path,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    try:
+    with worker_process(tmp_path, HANDLER, env, *args) as process:
         yield process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
 
 
 def handled(log: Path) -> list[tuple[str, int]]:

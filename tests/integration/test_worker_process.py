@@ -46,8 +46,16 @@ HANDLER = textwrap.dedent(
 def kmq_worker(
     config: KmqConfig, tmp_path: Path, log: Path, *args: str, job_s: float = 0.5
 ) -> Iterator[subprocess.Popen[str]]:
-    (tmp_path / "jobs.py").write_text(HANDLER)
-    env = {**os.environ, **config.to_env(), "JOBS_LOG": str(log), "JOB_SECONDS": str(job_s)}
+    env = {**config.to_env(), "JOBS_LOG": str(log), "JOB_SECONDS": str(job_s)}
+    with worker_process(tmp_path, HANDLER, env, *args) as process:
+        yield process
+
+
+@contextmanager
+def worker_process(tmp_path: Path, handler: str, env: dict[str, str], *args: str) -> Iterator[subprocess.Popen[str]]:
+    """`kmq worker jobs:handle ARGS` in `tmp_path`, `handler` as jobs.py; killed on exit if it still runs."""
+    (tmp_path / "jobs.py").write_text(handler)
+    env = {**os.environ, **env}
     with (tmp_path / "worker.out").open("a") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "kmq", "worker", "jobs:handle", *args],
