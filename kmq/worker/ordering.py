@@ -29,8 +29,9 @@ class Ordering(StrEnum):
 @dataclass(slots=True)
 class _Lane(Generic[T]):
     waiting: deque[tuple[T, int]] = field(default_factory=deque)  # (item, since_ms) behind the head, offset order
-    head: T | None = None  # running, or waiting for its retry
+    head: T | None = None  # running, or about to (handed to a handler), or waiting for its retry
     retry_at_ms: int | None = None  # set while the head waits for its retry
+    running: bool = False  # the head's handler was let start (`started`)
 
 
 class OrderedLanes:
@@ -73,6 +74,7 @@ class OrderedLanes:
             del self._lanes[key]
             return []
         lane.head, since_ms = lane.waiting.popleft()
+        lane.running = False
         self.waits_ms.append(max(0, now_ms - since_ms))
         return [lane.head]
 
@@ -80,7 +82,7 @@ class OrderedLanes:
         """The head failed and runs again (as `again`) at `at_ms`; its lane's later items keep waiting."""
         key = self._lane_of(again)
         lane = self._lanes[key]
-        lane.head, lane.retry_at_ms = again, at_ms
+        lane.head, lane.retry_at_ms, lane.running = again, at_ms, False
         self._seq += 1
         heapq.heappush(self._retries, (at_ms, self._seq, key))
 
@@ -94,6 +96,29 @@ class OrderedLanes:
                 lane.retry_at_ms = None
                 started.append(lane.head)
         return started
+
+    def started(self, item: Message) -> None:
+        """`item`, its lane's head, is let start: a revocation now leaves it to finish (`revoke`)."""
+        lane = self._lanes.get(self._lane_of(item))
+        if lane is not None and lane.head is not None and lane.head.offset == item.offset:
+            lane.running = True
+
+    def revoke(self, partitions: set[int]) -> list[Message]:
+        """The partitions were taken away: every item of theirs that is not running, removed and returned (waiting
+        behind its head, waiting for its retry, or a head handed on but not let start yet). A lane whose head runs
+        keeps only the head: its `done` then starts nothing."""
+        dropped: list[Message] = []
+        for key, lane in list(self._lanes.items()):
+            if lane.head is None or lane.head.partition not in partitions:
+                continue
+            dropped += [item for item, _ in lane.waiting]
+            lane.waiting.clear()
+            if not lane.running:
+                dropped.append(lane.head)
+                del self._lanes[key]
+        for item in dropped:
+            self._forget(item)
+        return dropped
 
     def give_back(self, partitions: set[int] | None = None) -> list[Message]:
         """Every item that is not running (waiting, or waiting for a retry), of `partitions` (None: all), removed.
