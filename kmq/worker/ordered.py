@@ -52,14 +52,15 @@ class OrderGate:
 
     def finish(self, msg: Message, outcome: Outcome, now_ms: int) -> tuple[Outcome | None, list[Message]]:
         """The handler returned: the outcome to settle (None: nothing to settle, the message is retried in place or
-        was given up meanwhile) and the messages that may start now (the next of its lane)."""
+        was given up meanwhile) and the messages that may start now (the next of its lane). A message whose
+        partition was revoked while it ran settles as in an unordered worker: a failure is nacked, not retried here."""
         core = self.core
         with core.lock:
             key = (msg.partition, msg.offset)
             if key not in core.leases.held:
                 return None, self.lanes.done(msg, now_ms)  # expired, or given back, while it ran
             core.record_outcome(outcome, now_ms)
-            if outcome.kind in ("retry", "failed"):
+            if outcome.kind in ("retry", "failed") and not self.lanes.revoked_while_running(msg):
                 if msg.redelivery_count < self.config.max_redeliveries:
                     delay_ms = outcome.delay_ms
                     if delay_ms is None:

@@ -32,6 +32,7 @@ class _Lane(Generic[T]):
     head: T | None = None  # running, or about to (handed to a handler), or waiting for its retry
     retry_at_ms: int | None = None  # set while the head waits for its retry
     running: bool = False  # the head's handler was let start (`started`)
+    revoked: bool = False  # the head's partition was revoked while it ran (`revoke`)
 
 
 class OrderedLanes:
@@ -73,8 +74,8 @@ class OrderedLanes:
         if not lane.waiting:
             del self._lanes[key]
             return []
-        lane.head, since_ms = lane.waiting.popleft()
-        lane.running = False
+        lane.head, since_ms = lane.waiting.popleft()  # received after any revocation of the head before it
+        lane.running = lane.revoked = False
         self.waits_ms.append(max(0, now_ms - since_ms))
         return [lane.head]
 
@@ -116,9 +117,17 @@ class OrderedLanes:
             if not lane.running:
                 dropped.append(lane.head)
                 del self._lanes[key]
+            else:
+                lane.revoked = True
         for item in dropped:
             self._forget(item)
         return dropped
+
+    def revoked_while_running(self, item: Message) -> bool:
+        """`item`, its lane's head, ran while its partition was revoked: it is not retried in place (this worker may
+        no longer own the partition), it settles as in an unordered worker."""
+        lane = self._lanes.get(self._lane_of(item))
+        return lane is not None and lane.revoked and lane.head is not None and lane.head.offset == item.offset
 
     def give_back(self, partitions: set[int] | None = None) -> list[Message]:
         """Every item that is not running (waiting, or waiting for a retry), of `partitions` (None: all), removed.

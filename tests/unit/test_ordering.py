@@ -196,3 +196,19 @@ def test_a_head_that_retries_or_follows_is_not_running_until_started_again() -> 
     assert offsets(order.revoke({0})) == [1]
     # and a message offered after the revocation (the partition assigned again) starts as usual
     assert offsets(order.offer([message(0, 7, b"c")], 2)) == [7]
+
+
+def test_a_head_running_through_a_revocation_is_not_retried_in_place_but_one_received_after_is() -> None:
+    # given a key's head running when its partition is revoked, and a message of the key received after (the
+    # partition assigned again)
+    order = lanes()
+    first, later = message(0, 0, b"a"), message(0, 9, b"a")
+    order.offer([first], 0)
+    order.started(first)
+    order.revoke({0})
+    order.offer([later], 1)
+    # then the head ran through a revocation, and when it finishes the later message starts, not revoked
+    assert order.revoked_while_running(first)
+    assert offsets(order.done(first, 2)) == [9]
+    order.started(later)
+    assert not order.revoked_while_running(later)

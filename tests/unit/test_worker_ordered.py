@@ -116,6 +116,18 @@ def test_a_revocation_drops_what_waits_unsettled_and_lets_running_handlers_finis
     assert gate.finish(c0, OK, NOW) == (OK, [c1])
 
 
+def test_a_failure_of_a_handler_running_through_a_revocation_is_nacked_not_retried_in_place() -> None:
+    # given a key's head running, and one behind it, when its partition is revoked
+    core, gate = gated()
+    a0, a1 = keyed(0, 0, b"a"), keyed(0, 1, b"a")
+    core.admit([a0, a1], NOW)
+    assert core.may_start(a0)
+    gate.revoked({0})
+    # when the head fails, then it settles as in an unordered worker (a nack), and nothing follows it here
+    assert gate.finish(a0, FAILED, NOW) == (FAILED, [])
+    assert not core.leases.held and not gate.holding()
+
+
 def test_the_ordering_flag_refuses_an_unknown_value() -> None:
     _register_all()
     result = CliRunner().invoke(
