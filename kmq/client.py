@@ -74,10 +74,8 @@ class KmqClient:
             if "_markers" in self.__dict__:  # (it holds a bound method of its own: only the cyclic GC would free it)
                 self._markers.producer.close()
             raise
-        if self._pipeline is None:
-            self._consumer.subscribe([config.queue_topic])
-        else:
-            self._consumer.subscribe([config.queue_topic], on_revoke=self._on_revoke)
+        self._revoke_listeners: list[Callable[[set[int]], object]] = []
+        self._consumer.subscribe([config.queue_topic], on_revoke=self._on_revoke)
         self._gate = None if self._pipeline is None else self._pipeline.gate
         self._end_at = self._markers.end_at if self._ends is None else self._ends.add
         self._ack = None if self._ends is None else self._ends.add_ack
@@ -350,16 +348,27 @@ class KmqClient:
             )
         pipeline.commit_now()
 
+    def add_revoke_listener(self, listener: Callable[[set[int]], object]) -> None:
+        """Call `listener(partitions)` when the group takes partitions of the queue away (a rebalance, `close`), on
+        the thread that calls `receive` (or `close`), before the next owner reads them. Listeners run in the order
+        added; an error in one propagates out of that `receive`."""
+        self._revoke_listeners.append(listener)
+
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        """The group takes partitions away (rebalance, close): rule 4 before the next owner reads them."""
-        assert self._pipeline is not None
+        """The group takes partitions away (rebalance, close): rule 4 before the next owner reads them, then the
+        listeners."""
         revoked = {tp.partition for tp in partitions if tp.topic == self.config.queue_topic}
-        if not self._pipeline.drain(self._marker_timeout_s):
-            _log.warning(
-                "STARTs of %s still in flight at revocation: read again by the next owner", self.config.queue_topic
-            )
-        self._pipeline.commit_now(revoked)
-        self._pipeline.forget(revoked)
+        if self._pipeline is not None:
+            if not self._pipeline.drain(self._marker_timeout_s):
+                _log.warning(
+                    "STARTs of %s still in flight at revocation: read again by the next owner",
+                    self.config.queue_topic,
+                )
+            self._pipeline.commit_now(revoked)
+            self._pipeline.forget(revoked)
+        if revoked:
+            for listener in self._revoke_listeners:
+                listener(revoked)
 
     def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
         if self._pipeline is not None:

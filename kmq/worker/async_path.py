@@ -60,6 +60,8 @@ class AsyncPath:
         # Stop and handler outcomes may come from other threads (a signal handler, `Worker.stop`).
         self.core.notify = lambda: _call_soon(loop, self._woken.set)
         client = await AsyncKmqClient.connect(self.worker.config)
+        if self.core.gate is not None:
+            client.client.add_revoke_listener(self.core.gate.revoked)  # on the receiving thread, under the core's lock
         tasks = [
             asyncio.create_task(self._serve(client), name=f"kmq-worker-{i}")
             for i in range(self.worker.settings.concurrency)

@@ -79,7 +79,12 @@ class WorkerCore:
         return messages if self.gate is None else self.gate.admit(messages, now_ms)
 
     def may_start(self, msg: Message) -> bool:
-        """True when the handler may run now; else the message is held (or was given up while it waited)."""
+        """True when the handler may run now; else the message is held (or was given up while it waited).
+
+        Ordered: decided under the lock, and the lane's head marked running there, so that a revocation
+        (`OrderGate.revoked`) either comes first and drops it, or comes after and lets it finish."""
+        if self.gate is not None:
+            return self._may_start_ordered(msg, self.gate)
         if self.breaker.state is BreakerState.CLOSED:  # read unlocked: at worst one more starts as it opens
             return (msg.partition, msg.offset) in self.leases.held
         with self.lock:
@@ -92,6 +97,19 @@ class WorkerCore:
                 self.held.append(msg)
                 return False
             self.breaker.probing(1)
+            return True
+
+    def _may_start_ordered(self, msg: Message, gate: OrderGate) -> bool:
+        with self.lock:
+            if (msg.partition, msg.offset) not in self.leases.held:
+                return False  # expired, given back or revoked while it waited
+            permits = self.breaker.permits()
+            if permits == 0:
+                self.held.append(msg)
+                return False
+            if permits is not None:
+                self.breaker.probing(1)
+            gate.lanes.started(msg)
             return True
 
     def finish(self, msg: Message, outcome: Outcome) -> bool:

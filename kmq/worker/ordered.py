@@ -4,7 +4,9 @@ backpressure (which partitions to pause). No Kafka here: the runtime applies wha
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections import deque
 from typing import Protocol
 
 from kmq.config import KmqConfig
@@ -14,6 +16,7 @@ from kmq.worker.leases import LeaseSchedule
 from kmq.worker.ordering import OrderedLanes, lane_function
 from kmq.worker.outcome import Outcome
 
+_log = logging.getLogger(__name__)
 PAUSE_AFTER_MS = 500
 
 
@@ -24,6 +27,8 @@ class WorkerCore(Protocol):
     def lock(self) -> threading.Lock: ...
     @property
     def leases(self) -> LeaseSchedule[tuple[int, int], Message]: ...
+    @property
+    def held(self) -> deque[Message]: ...
     def record_outcome(self, outcome: Outcome, now: int) -> None: ...
     def wake_if_room(self) -> None: ...
 
@@ -47,14 +52,15 @@ class OrderGate:
 
     def finish(self, msg: Message, outcome: Outcome, now_ms: int) -> tuple[Outcome | None, list[Message]]:
         """The handler returned: the outcome to settle (None: nothing to settle, the message is retried in place or
-        was given up meanwhile) and the messages that may start now (the next of its lane)."""
+        was given up meanwhile) and the messages that may start now (the next of its lane). A message whose
+        partition was revoked while it ran settles as in an unordered worker: a failure is nacked, not retried here."""
         core = self.core
         with core.lock:
             key = (msg.partition, msg.offset)
             if key not in core.leases.held:
                 return None, self.lanes.done(msg, now_ms)  # expired, or given back, while it ran
             core.record_outcome(outcome, now_ms)
-            if outcome.kind in ("retry", "failed"):
+            if outcome.kind in ("retry", "failed") and not self.lanes.revoked_while_running(msg):
                 if msg.redelivery_count < self.config.max_redeliveries:
                     delay_ms = outcome.delay_ms
                     if delay_ms is None:
@@ -107,6 +113,31 @@ class OrderGate:
             for msg in given:
                 self.core.leases.remove((msg.partition, msg.offset))
             return given
+
+    def revoked(self, partitions: set[int]) -> list[Message]:
+        """The group took `partitions` away (the client's revocation callback, before the next owner reads them):
+        their messages that are not running are dropped from the lanes and their leases, unsettled — no END, no
+        nack: no longer extended, their STARTs run out and the tracker redelivers them to the partition's owner.
+        Running handlers finish and settle as in an unordered worker. Returns the messages dropped."""
+        with self.core.lock:
+            dropped = self.lanes.revoke(partitions)
+            for msg in dropped:
+                self.core.leases.remove((msg.partition, msg.offset))
+            held = self.core.held  # heads the breaker holds back: dropped above, they leave its queue too
+            kept = [msg for msg in held if msg.partition not in partitions]
+            if len(kept) != len(held):
+                held.clear()
+                held.extend(kept)
+            for partition in partitions:
+                self._full_since.pop(partition, None)
+            self.core.wake_if_room()
+        if dropped:
+            _log.info(
+                "partitions %s revoked: %d waiting messages dropped, redelivered once their leases run out",
+                sorted(partitions),
+                len(dropped),
+            )
+        return dropped
 
     def flow(self, now_ms: int) -> tuple[set[int], set[int]]:
         """Backpressure, once per loop turn: (partitions to pause, partitions to resume), and `room`, the most

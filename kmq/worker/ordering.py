@@ -29,8 +29,10 @@ class Ordering(StrEnum):
 @dataclass(slots=True)
 class _Lane(Generic[T]):
     waiting: deque[tuple[T, int]] = field(default_factory=deque)  # (item, since_ms) behind the head, offset order
-    head: T | None = None  # running, or waiting for its retry
+    head: T | None = None  # running, or about to (handed to a handler), or waiting for its retry
     retry_at_ms: int | None = None  # set while the head waits for its retry
+    running: bool = False  # the head's handler was let start (`started`)
+    revoked: bool = False  # the head's partition was revoked while it ran (`revoke`)
 
 
 class OrderedLanes:
@@ -72,7 +74,8 @@ class OrderedLanes:
         if not lane.waiting:
             del self._lanes[key]
             return []
-        lane.head, since_ms = lane.waiting.popleft()
+        lane.head, since_ms = lane.waiting.popleft()  # received after any revocation of the head before it
+        lane.running = lane.revoked = False
         self.waits_ms.append(max(0, now_ms - since_ms))
         return [lane.head]
 
@@ -80,7 +83,7 @@ class OrderedLanes:
         """The head failed and runs again (as `again`) at `at_ms`; its lane's later items keep waiting."""
         key = self._lane_of(again)
         lane = self._lanes[key]
-        lane.head, lane.retry_at_ms = again, at_ms
+        lane.head, lane.retry_at_ms, lane.running = again, at_ms, False
         self._seq += 1
         heapq.heappush(self._retries, (at_ms, self._seq, key))
 
@@ -94,6 +97,37 @@ class OrderedLanes:
                 lane.retry_at_ms = None
                 started.append(lane.head)
         return started
+
+    def started(self, item: Message) -> None:
+        """`item`, its lane's head, is let start: a revocation now leaves it to finish (`revoke`)."""
+        lane = self._lanes.get(self._lane_of(item))
+        if lane is not None and lane.head is not None and lane.head.offset == item.offset:
+            lane.running = True
+
+    def revoke(self, partitions: set[int]) -> list[Message]:
+        """The partitions were taken away: every item of theirs that is not running, removed and returned (waiting
+        behind its head, waiting for its retry, or a head handed on but not let start yet). A lane whose head runs
+        keeps only the head: its `done` then starts nothing."""
+        dropped: list[Message] = []
+        for key, lane in list(self._lanes.items()):
+            if lane.head is None or lane.head.partition not in partitions:
+                continue
+            dropped += [item for item, _ in lane.waiting]
+            lane.waiting.clear()
+            if not lane.running:
+                dropped.append(lane.head)
+                del self._lanes[key]
+            else:
+                lane.revoked = True
+        for item in dropped:
+            self._forget(item)
+        return dropped
+
+    def revoked_while_running(self, item: Message) -> bool:
+        """`item`, its lane's head, ran while its partition was revoked: it is not retried in place (this worker may
+        no longer own the partition), it settles as in an unordered worker."""
+        lane = self._lanes.get(self._lane_of(item))
+        return lane is not None and lane.revoked and lane.head is not None and lane.head.offset == item.offset
 
     def give_back(self, partitions: set[int] | None = None) -> list[Message]:
         """Every item that is not running (waiting, or waiting for a retry), of `partitions` (None: all), removed.

@@ -128,6 +128,8 @@ class Worker:
     def _run_threads(self) -> None:
         client = self.client = KmqClient(self.config)
         threads = HandlerThreads(self.core, client, self.handler, self.settings.concurrency, self.fail)
+        if self.core.gate is not None:
+            client.add_revoke_listener(self.core.gate.revoked)
         tending = threading.Event()
         # Leases are tended on a thread of their own: a slow receive (an acks=all flush, a commit) never delays an
         # extension. It alone writes the acknowledgements while the loop runs, so a slow receive never delays an END.

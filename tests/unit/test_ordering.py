@@ -145,3 +145,70 @@ def test_every_message_runs_once_in_offset_order_per_lane_never_two_at_once(
     for lane_offsets in started.values():
         assert lane_offsets == sorted(lane_offsets)
     assert order.waiting == 0 and order.keys_waiting == 0
+
+
+def test_a_revocation_drops_what_waits_and_keeps_running_heads_of_those_partitions_only() -> None:
+    # given two keys on partition 0 (a's head running, with two behind it; b's head handed on, not started) and one
+    # key on partition 1 with one behind its running head
+    order = lanes()
+    a0, b1, a2, a3 = message(0, 0, b"a"), message(0, 1, b"b"), message(0, 2, b"a"), message(0, 3, b"a")
+    c0, c1 = message(1, 0, b"c"), message(1, 1, b"c")
+    order.offer([a0, b1, a2, a3, c0, c1], 0)
+    order.started(a0)
+    order.started(c0)
+    # when partition 0 is revoked
+    dropped = order.revoke({0})
+    # then what waited and the head that never started are dropped; the running head stays, alone in its lane
+    assert sorted(offsets(dropped)) == [1, 2, 3]
+    assert order.held == Counter({0: 1, 1: 2})
+    assert order.waiting == 1 and order.keys_waiting == 1  # partition 1's untouched
+    # and when a's head finishes, nothing of partition 0 starts; partition 1's lane moves on as before
+    assert order.done(a0, 10) == []
+    assert offsets(order.done(c0, 10)) == [1]
+    assert order.held == Counter({1: 1})
+    # and the dropped head, if a handler reaches it later, starts nothing either
+    assert order.done(b1, 20) == []
+
+
+def test_a_revocation_drops_a_head_waiting_for_its_retry() -> None:
+    # given a key whose head failed and waits for its retry, with one message behind it
+    order = lanes()
+    first, second = message(0, 0, b"a"), message(0, 1, b"a")
+    order.offer([first, second], 0)
+    order.started(first)
+    order.retry(first._replace(redelivery_count=1), 500)
+    # when its partition is revoked
+    dropped = order.revoke({0})
+    # then both are dropped, and the retry never comes due
+    assert sorted(offsets(dropped)) == [0, 1]
+    assert not order.held
+    assert order.due(1_000) == []
+
+
+def test_a_head_that_retries_or_follows_is_not_running_until_started_again() -> None:
+    # given a key whose started head finished, so the next one is handed on but not started
+    order = lanes(Ordering.PARTITION)
+    first, second = message(0, 0, b"a"), message(0, 1, b"b")
+    order.offer([first, second], 0)
+    order.started(first)
+    assert offsets(order.done(first, 1)) == [1]
+    # when the partition is revoked before the next one starts, then it is dropped
+    assert offsets(order.revoke({0})) == [1]
+    # and a message offered after the revocation (the partition assigned again) starts as usual
+    assert offsets(order.offer([message(0, 7, b"c")], 2)) == [7]
+
+
+def test_a_head_running_through_a_revocation_is_not_retried_in_place_but_one_received_after_is() -> None:
+    # given a key's head running when its partition is revoked, and a message of the key received after (the
+    # partition assigned again)
+    order = lanes()
+    first, later = message(0, 0, b"a"), message(0, 9, b"a")
+    order.offer([first], 0)
+    order.started(first)
+    order.revoke({0})
+    order.offer([later], 1)
+    # then the head ran through a revocation, and when it finishes the later message starts, not revoked
+    assert order.revoked_while_running(first)
+    assert offsets(order.done(first, 2)) == [9]
+    order.started(later)
+    assert not order.revoked_while_running(later)

@@ -92,6 +92,42 @@ def test_shutdown_gives_back_waiting_and_retrying_messages_not_running_ones() ->
     assert gate.finish(a0, OK, NOW) == (OK, [])
 
 
+def test_a_revocation_drops_what_waits_unsettled_and_lets_running_handlers_finish() -> None:
+    # given on partition 0 key a running with one behind it and key b handed on, not started; on partition 1 key c
+    # running with one behind it
+    core, gate = gated()
+    a0, a1, b2 = keyed(0, 0, b"a"), keyed(0, 1, b"a"), keyed(0, 2, b"b")
+    c0, c1 = keyed(1, 0, b"c"), keyed(1, 1, b"c")
+    core.admit([a0, a1, b2, c0, c1], NOW)
+    assert core.may_start(a0) and core.may_start(c0)
+    # when partition 0 is revoked
+    dropped = gate.revoked({0})
+    # then what did not start is dropped with its lease (no longer extended, nothing to settle), the gauges follow
+    assert sorted(msg.offset for msg in dropped) == [1, 2]
+    assert sorted(core.leases.held) == [(0, 0), (1, 0), (1, 1)]
+    assert not core.may_start(b2)  # a handler that reaches it later does not start it
+    assert gate.skipped(b2, NOW) == []
+    core.publish(NOW)
+    sample = core.metrics.registry.get_sample_value
+    assert sample("kmq_worker_partition_held", {"topic": "jobs", "partition": "0"}) == 1
+    assert sample("kmq_worker_keys_waiting", {"topic": "jobs"}) == 1  # c's
+    # and the running head settles as it would unordered, starting nothing of partition 0; partition 1 moves on
+    assert gate.finish(a0, OK, NOW) == (OK, [])
+    assert gate.finish(c0, OK, NOW) == (OK, [c1])
+
+
+def test_a_failure_of_a_handler_running_through_a_revocation_is_nacked_not_retried_in_place() -> None:
+    # given a key's head running, and one behind it, when its partition is revoked
+    core, gate = gated()
+    a0, a1 = keyed(0, 0, b"a"), keyed(0, 1, b"a")
+    core.admit([a0, a1], NOW)
+    assert core.may_start(a0)
+    gate.revoked({0})
+    # when the head fails, then it settles as in an unordered worker (a nack), and nothing follows it here
+    assert gate.finish(a0, FAILED, NOW) == (FAILED, [])
+    assert not core.leases.held and not gate.holding()
+
+
 def test_the_ordering_flag_refuses_an_unknown_value() -> None:
     _register_all()
     result = CliRunner().invoke(
