@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import uvicorn
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
@@ -65,6 +66,14 @@ def log_in(browser: webdriver.Chrome, base: str, key: str) -> None:
     browser.find_element(By.ID, "key").send_keys(key)
     browser.find_element(By.ID, "login").click()
     wait_for(lambda: browser.find_elements(By.ID, "who"), timeout_s=30, what="the overview after logging in")
+
+
+def http_log_in(http: httpx.Client, key: str) -> httpx.Response:
+    """Log `http` in with `key` as the login form does: its CSRF token and login cookie, then the key."""
+    form = http.get("/console/login")
+    assert form.status_code == 200, form.text
+    token = form.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    return http.post("/console/login", data={"key": key, "csrf": token})
 
 
 def screenshot(browser: webdriver.Chrome, folder: Path, name: str) -> None:

@@ -29,7 +29,7 @@ from kmq.producer import KmqProducer, OutgoingMessage
 from kmq.worker import Reject, Worker
 from kmq_api.config import ApiConfig
 from tests.helpers import committed_offsets, read_topic, wait_for
-from tests.integration.console_browser import log_in, screenshot, serve, start_browser, text
+from tests.integration.console_browser import http_log_in, log_in, screenshot, serve, start_browser, text
 from tests.integration.test_tracker_e2e import running_tracker
 
 pytestmark = pytest.mark.integration
@@ -287,13 +287,39 @@ def test_a_cross_site_form_without_the_csrf_token_is_refused(
     assert not any(dead.redriven for dead in read_dead_letters(config))
 
 
+def test_a_cross_site_login_without_the_csrf_token_is_refused(
+    make_config: MakeConfig, browser: webdriver.Chrome
+) -> None:
+    """A login CSRF would log the visitor in under the attacker's key: the login form carries a token too."""
+    config = make_config(partitions=1)
+    with (
+        serve(facade(config)) as base,
+        attacker_page(f"{base}/console/login", {"key": ADMIN_KEY}) as evil,
+    ):
+        browser.delete_all_cookies()
+        browser.get(f"{base}/console/login")  # the visitor's browser holds the login form's cookie
+        assert browser.get_cookie("kmq_console_login") is not None
+        browser.get(evil)
+        browser.find_element(By.ID, "win").click()
+        wait_for(lambda: "CSRF" in text(browser, "#error-detail"), timeout_s=30, what="the login's refusal")
+        assert browser.current_url.startswith(base)
+        assert browser.get_cookie("kmq_console") is None, "the attacker's key must not have logged the visitor in"
+        with httpx.Client(base_url=base, timeout=30) as http:
+            answer = http.post("/console/login", data={"key": ADMIN_KEY})
+            assert answer.status_code == 403 and "kmq_console" not in answer.cookies, answer.text
+            # the same key with the form's token (and its cookie) logs in: the token alone made the difference
+            assert http_log_in(http, ADMIN_KEY).status_code == 303
+
+
 class _Attacker(http.server.BaseHTTPRequestHandler):
     target = ""
+    fields: dict[str, str] = {}  # noqa: RUF012  # replaced per page, never mutated
 
     def do_GET(self) -> None:  # http.server's name for it
+        hidden = "".join(f'<input type="hidden" name="{name}" value="{value}">' for name, value in self.fields.items())
         body = (
-            f'<form method="post" action="{self.target}"><input type="hidden" name="everything" value="true">'
-            '<input type="hidden" name="rate" value="1000"><button id="win" type="submit">win a prize</button></form>'
+            f'<form method="post" action="{self.target}">{hidden}'
+            '<button id="win" type="submit">win a prize</button></form>'
         ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
@@ -306,9 +332,12 @@ class _Attacker(http.server.BaseHTTPRequestHandler):
 
 
 @contextmanager
-def attacker_page(target: str) -> Iterator[str]:
-    """Another origin's page with a form posting to `target` (same site: the session cookie goes with it)."""
-    handler = type("Attacker", (_Attacker,), {"target": target})
+def attacker_page(target: str, fields: dict[str, str] | None = None) -> Iterator[str]:
+    """Another origin's page with a form posting `fields` (by default: redrive everything) to `target` (same site:
+    the console's cookies go with it)."""
+    handler = type(
+        "Attacker", (_Attacker,), {"target": target, "fields": fields or {"everything": "true", "rate": "1000"}}
+    )
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, name="attacker-page", daemon=True)
     thread.start()
@@ -323,7 +352,7 @@ def attacker_page(target: str) -> Iterator[str]:
 @contextmanager
 def logged_in(base: str, key: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=base, timeout=30) as http:
-        answer = http.post("/console/login", data={"key": key})
+        answer = http_log_in(http, key)
         assert answer.status_code == 303, answer.text
         yield http
 
