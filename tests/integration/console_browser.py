@@ -44,9 +44,13 @@ def start_browser() -> webdriver.Chrome:
 
 
 @contextmanager
-def serve(config: ApiConfig) -> Iterator[str]:
-    """The facade (its lifespan as in production) on a free loopback port; its base URL."""
-    server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=0, log_level="warning"))
+def serve(config: ApiConfig, history_interval_s: float | None = None) -> Iterator[str]:
+    """The facade (its lifespan as in production) on a free loopback port; its base URL. `history_interval_s`: how
+    often the overview samples the queues (10 s in production), for a test that waits on several samples."""
+    app = create_app(config)
+    if history_interval_s is not None:
+        app.state.console_history.interval_s = history_interval_s
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, name="console-under-test", daemon=True)
     thread.start()
     try:

@@ -102,6 +102,8 @@ def test_login_then_overview_shows_the_queue_and_its_backlog(
         # when messages are sent, the page (without a reload) shows them as the backlog
         send(config, *(OutgoingMessage(f"job-{i}".encode(), f"k{i}".encode()) for i in range(7)))
         wait_for(lambda: text(browser, ".backlog") == "7", timeout_s=30, what="the overview to show a backlog of 7")
+        # without tracker replicas configured, their figures are unknown, never a made-up 0
+        assert text(browser, ".rate-acknowledged") == text(browser, ".rate-redelivered") == "unknown"
         screenshot(browser, shots, "overview-backlog")
 
 
@@ -115,18 +117,54 @@ def test_the_overview_shows_tracker_replicas_their_partitions_health_and_the_mes
         wait_for(lambda: received.extend(client.receive(10, 0.5, 120_000)) or len(received) == 5, 30, what="5")
         client.wait_started()
         replicas = (f"http://127.0.0.1:{tracker.http_port}", "http://127.0.0.1:1")
-        with serve(facade(config).model_copy(update={"tracker_urls": replicas})) as base:
+        with serve(facade(config).model_copy(update={"tracker_urls": replicas}), history_interval_s=2.0) as base:
             log_in(browser, base, READ_KEY)
             wait_for(lambda: text(browser, ".in-flight") == "5", timeout_s=30, what="5 messages in flight")
             rows = [row.text for row in browser.find_elements(By.CSS_SELECTOR, "tr.tracker")]
             assert len(rows) == 2 and rows[0].endswith("healthy 0, 1"), rows
             assert "unhealthy: unreachable" in rows[1], rows
-            # two samples (10 s apart) make the rates and the backlog's chart
+            # two samples make the rates and the backlog's chart
             wait_for(lambda: text(browser, ".rate-received") == "0", timeout_s=60, what="the rates per minute")
             wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, 'svg[data-series="backlog"] polyline'), 30)
+            # the tracker's counters: the first scrape sets the baseline, two more make the rates
+            wait_for(
+                lambda: text(browser, ".rate-acknowledged") == "0" and text(browser, ".rate-redelivered") == "0",
+                timeout_s=60,
+                what="the acknowledged and redelivered rates",
+            )
+            # 3 messages are acknowledged and 2 nacked (the tracker redelivers them at once)
+            for message in received[:3]:
+                client.processed(message)
+            for message in received[3:]:
+                client.nack(message, 0)
+            client.flush()
+            with session_client(browser, base) as http:
+                wait_for(lambda: counted(http) == (3, 2), timeout_s=60, what="3 acknowledged and 2 redelivered")
+            wait_for(
+                lambda: (
+                    float(text(browser, ".rate-acknowledged") or 0) > 0
+                    and float(text(browser, ".rate-redelivered") or 0) > 0
+                ),
+                timeout_s=30,
+                what="the page to show the rates",
+            )
+            wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, 'svg[data-series="acknowledged"] polyline'), 30)
+            wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, 'svg[data-series="redelivered"] polyline'), 30)
             screenshot(browser, shots, "overview")
-        for message in received:
-            client.processed(message)
+
+
+def counted(http: httpx.Client) -> tuple[int, int]:
+    """The acknowledged and redelivered messages of the overview's history (first to last known sample)."""
+    answer = http.get("/console/overview.json")
+    assert answer.status_code == 200, answer.text
+    samples = answer.json()["queues"][0]["samples"]
+    known = [s for s in samples if s["acknowledged"] is not None and s["redelivered"] is not None]
+    if not known:
+        return (0, 0)
+    return (
+        known[-1]["acknowledged"] - known[0]["acknowledged"],
+        known[-1]["redelivered"] - known[0]["redelivered"],
+    )
 
 
 def test_peek_shows_messages_and_changes_nothing(
