@@ -3,14 +3,17 @@ as increases over replicas and partitions, and rates that say "unknown" rather t
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 from dataclasses import asdict
+from typing import Any
 
 from kmq_api.console.history import History
 from kmq_api.console.history_store import _decode
 from kmq_api.console.sample import Sample
 from kmq_api.console.tracker_totals import TrackerTotals
-from kmq_api.console.trackers import REDELIVERED, SETTLED, HeldPartition, Replica, counters
+from kmq_api.console.trackers import REDELIVERED, SETTLED, HeldPartition, Replica, counters, probe
 from kmq_tracker.metrics import TrackerMetrics
 
 M = "orders__markers"
@@ -95,3 +98,30 @@ def test_the_history_topic_keeps_the_figures_and_reads_older_records_without_the
     older = {"queue": "q", "at_ms": 1, "backlog": 2, "written": 3, "received": 4, "dead_lettered": 5}
     assert _decode(json.dumps(older).encode()) == ("q", Sample(1, 2, 3, 4, 5, None, None))
     assert _decode(json.dumps({"queue": "q", "at_ms": 1}).encode()) is None
+
+
+class _NotATracker(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # http.server's name for it
+        body = b"<html><body>not Prometheus</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_a_replica_whose_metrics_do_not_parse_is_unhealthy_and_counts_nothing() -> None:
+    """(The history's task would otherwise die of it, and take the facade down.)"""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NotATracker)
+    thread = threading.Thread(target=server.serve_forever, name="not-a-tracker", daemon=True)
+    thread.start()
+    try:
+        found = probe(f"http://127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+    assert not found.healthy and found.detail.startswith("/metrics unreadable") and not found.scraped
+    assert TrackerTotals().observe([found]).counted == {}
