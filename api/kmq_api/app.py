@@ -50,7 +50,7 @@ def create_app(
     progress = ProgressWatch("REST facade", config.stall_timeout_ms)
     metrics.last_progress.set_function(progress.last_progress_s)
     store = HistoryStore(config.queues[0], config.history_topic) if config.history_topic else None
-    history = History(store=store)
+    history = History(store=store, tracker_urls=config.tracker_urls)
     jobs = JobBoard(lambda component, error: failure[0].fail(component, error) if failure else None)
 
     @asynccontextmanager

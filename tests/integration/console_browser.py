@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import uvicorn
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
@@ -43,9 +44,13 @@ def start_browser() -> webdriver.Chrome:
 
 
 @contextmanager
-def serve(config: ApiConfig) -> Iterator[str]:
-    """The facade (its lifespan as in production) on a free loopback port; its base URL."""
-    server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=0, log_level="warning"))
+def serve(config: ApiConfig, history_interval_s: float | None = None) -> Iterator[str]:
+    """The facade (its lifespan as in production) on a free loopback port; its base URL. `history_interval_s`: how
+    often the overview samples the queues (10 s in production), for a test that waits on several samples."""
+    app = create_app(config)
+    if history_interval_s is not None:
+        app.state.console_history.interval_s = history_interval_s
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, name="console-under-test", daemon=True)
     thread.start()
     try:
@@ -65,6 +70,14 @@ def log_in(browser: webdriver.Chrome, base: str, key: str) -> None:
     browser.find_element(By.ID, "key").send_keys(key)
     browser.find_element(By.ID, "login").click()
     wait_for(lambda: browser.find_elements(By.ID, "who"), timeout_s=30, what="the overview after logging in")
+
+
+def http_log_in(http: httpx.Client, key: str) -> httpx.Response:
+    """Log `http` in with `key` as the login form does: its CSRF token and login cookie, then the key."""
+    form = http.get("/console/login")
+    assert form.status_code == 200, form.text
+    token = form.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    return http.post("/console/login", data={"key": key, "csrf": token})
 
 
 def screenshot(browser: webdriver.Chrome, folder: Path, name: str) -> None:

@@ -29,7 +29,7 @@ from kmq.producer import KmqProducer, OutgoingMessage
 from kmq.worker import Reject, Worker
 from kmq_api.config import ApiConfig
 from tests.helpers import committed_offsets, read_topic, wait_for
-from tests.integration.console_browser import log_in, screenshot, serve, start_browser, text
+from tests.integration.console_browser import http_log_in, log_in, screenshot, serve, start_browser, text
 from tests.integration.test_tracker_e2e import running_tracker
 
 pytestmark = pytest.mark.integration
@@ -102,6 +102,8 @@ def test_login_then_overview_shows_the_queue_and_its_backlog(
         # when messages are sent, the page (without a reload) shows them as the backlog
         send(config, *(OutgoingMessage(f"job-{i}".encode(), f"k{i}".encode()) for i in range(7)))
         wait_for(lambda: text(browser, ".backlog") == "7", timeout_s=30, what="the overview to show a backlog of 7")
+        # without tracker replicas configured, their figures are unknown, never a made-up 0
+        assert text(browser, ".rate-acknowledged") == text(browser, ".rate-redelivered") == "unknown"
         screenshot(browser, shots, "overview-backlog")
 
 
@@ -115,18 +117,54 @@ def test_the_overview_shows_tracker_replicas_their_partitions_health_and_the_mes
         wait_for(lambda: received.extend(client.receive(10, 0.5, 120_000)) or len(received) == 5, 30, what="5")
         client.wait_started()
         replicas = (f"http://127.0.0.1:{tracker.http_port}", "http://127.0.0.1:1")
-        with serve(facade(config).model_copy(update={"tracker_urls": replicas})) as base:
+        with serve(facade(config).model_copy(update={"tracker_urls": replicas}), history_interval_s=2.0) as base:
             log_in(browser, base, READ_KEY)
             wait_for(lambda: text(browser, ".in-flight") == "5", timeout_s=30, what="5 messages in flight")
             rows = [row.text for row in browser.find_elements(By.CSS_SELECTOR, "tr.tracker")]
             assert len(rows) == 2 and rows[0].endswith("healthy 0, 1"), rows
             assert "unhealthy: unreachable" in rows[1], rows
-            # two samples (10 s apart) make the rates and the backlog's chart
+            # two samples make the rates and the backlog's chart
             wait_for(lambda: text(browser, ".rate-received") == "0", timeout_s=60, what="the rates per minute")
             wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, 'svg[data-series="backlog"] polyline'), 30)
+            # the tracker's counters: the first scrape sets the baseline, two more make the rates
+            wait_for(
+                lambda: text(browser, ".rate-acknowledged") == "0" and text(browser, ".rate-redelivered") == "0",
+                timeout_s=60,
+                what="the acknowledged and redelivered rates",
+            )
+            # 3 messages are acknowledged and 2 nacked (the tracker redelivers them at once)
+            for message in received[:3]:
+                client.processed(message)
+            for message in received[3:]:
+                client.nack(message, 0)
+            client.flush()
+            with session_client(browser, base) as http:
+                wait_for(lambda: counted(http) == (3, 2), timeout_s=60, what="3 acknowledged and 2 redelivered")
+            wait_for(
+                lambda: (
+                    float(text(browser, ".rate-acknowledged") or 0) > 0
+                    and float(text(browser, ".rate-redelivered") or 0) > 0
+                ),
+                timeout_s=30,
+                what="the page to show the rates",
+            )
+            wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, 'svg[data-series="acknowledged"] polyline'), 30)
+            wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, 'svg[data-series="redelivered"] polyline'), 30)
             screenshot(browser, shots, "overview")
-        for message in received:
-            client.processed(message)
+
+
+def counted(http: httpx.Client) -> tuple[int, int]:
+    """The acknowledged and redelivered messages of the overview's history (first to last known sample)."""
+    answer = http.get("/console/overview.json")
+    assert answer.status_code == 200, answer.text
+    samples = answer.json()["queues"][0]["samples"]
+    known = [s for s in samples if s["acknowledged"] is not None and s["redelivered"] is not None]
+    if not known:
+        return (0, 0)
+    return (
+        known[-1]["acknowledged"] - known[0]["acknowledged"],
+        known[-1]["redelivered"] - known[0]["redelivered"],
+    )
 
 
 def test_peek_shows_messages_and_changes_nothing(
@@ -287,13 +325,39 @@ def test_a_cross_site_form_without_the_csrf_token_is_refused(
     assert not any(dead.redriven for dead in read_dead_letters(config))
 
 
+def test_a_cross_site_login_without_the_csrf_token_is_refused(
+    make_config: MakeConfig, browser: webdriver.Chrome
+) -> None:
+    """A login CSRF would log the visitor in under the attacker's key: the login form carries a token too."""
+    config = make_config(partitions=1)
+    with (
+        serve(facade(config)) as base,
+        attacker_page(f"{base}/console/login", {"key": ADMIN_KEY}) as evil,
+    ):
+        browser.delete_all_cookies()
+        browser.get(f"{base}/console/login")  # the visitor's browser holds the login form's cookie
+        assert browser.get_cookie("kmq_console_login") is not None
+        browser.get(evil)
+        browser.find_element(By.ID, "win").click()
+        wait_for(lambda: "CSRF" in text(browser, "#error-detail"), timeout_s=30, what="the login's refusal")
+        assert browser.current_url.startswith(base)
+        assert browser.get_cookie("kmq_console") is None, "the attacker's key must not have logged the visitor in"
+        with httpx.Client(base_url=base, timeout=30) as http:
+            answer = http.post("/console/login", data={"key": ADMIN_KEY})
+            assert answer.status_code == 403 and "kmq_console" not in answer.cookies, answer.text
+            # the same key with the form's token (and its cookie) logs in: the token alone made the difference
+            assert http_log_in(http, ADMIN_KEY).status_code == 303
+
+
 class _Attacker(http.server.BaseHTTPRequestHandler):
     target = ""
+    fields: dict[str, str] = {}  # noqa: RUF012  # replaced per page, never mutated
 
     def do_GET(self) -> None:  # http.server's name for it
+        hidden = "".join(f'<input type="hidden" name="{name}" value="{value}">' for name, value in self.fields.items())
         body = (
-            f'<form method="post" action="{self.target}"><input type="hidden" name="everything" value="true">'
-            '<input type="hidden" name="rate" value="1000"><button id="win" type="submit">win a prize</button></form>'
+            f'<form method="post" action="{self.target}">{hidden}'
+            '<button id="win" type="submit">win a prize</button></form>'
         ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
@@ -306,9 +370,12 @@ class _Attacker(http.server.BaseHTTPRequestHandler):
 
 
 @contextmanager
-def attacker_page(target: str) -> Iterator[str]:
-    """Another origin's page with a form posting to `target` (same site: the session cookie goes with it)."""
-    handler = type("Attacker", (_Attacker,), {"target": target})
+def attacker_page(target: str, fields: dict[str, str] | None = None) -> Iterator[str]:
+    """Another origin's page with a form posting `fields` (by default: redrive everything) to `target` (same site:
+    the console's cookies go with it)."""
+    handler = type(
+        "Attacker", (_Attacker,), {"target": target, "fields": fields or {"everything": "true", "rate": "1000"}}
+    )
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, name="attacker-page", daemon=True)
     thread.start()
@@ -323,7 +390,7 @@ def attacker_page(target: str) -> Iterator[str]:
 @contextmanager
 def logged_in(base: str, key: str) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=base, timeout=30) as http:
-        answer = http.post("/console/login", data={"key": key})
+        answer = http_log_in(http, key)
         assert answer.status_code == 303, answer.text
         yield http
 

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from kmq.embedded import KafkaCluster
+from tests.integration.console_browser import http_log_in
 
 pytestmark = pytest.mark.integration
 KMQ = str(Path(sys.executable).parent / "kmq")
@@ -210,7 +211,7 @@ def test_a_demo_kept_running_prints_the_consoles_address_and_a_key_that_logs_in(
         found = output.wait_for(r"the console: (http://\S+/console) \(log in with the API key (\S+)\)", 150)
         base = found[1].removesuffix("/console")
         with httpx.Client(base_url=base, timeout=30) as http:
-            assert http.post("/console/login", data={"key": found[2]}).status_code == 303
+            assert http_log_in(http, found[2]).status_code == 303
             overview = http.get("/console")
             assert overview.status_code == 200 and "(admin)" in overview.text, overview.text
             assert overview.text.count('class="tracker"') == 2 and "unhealthy" not in overview.text, overview.text

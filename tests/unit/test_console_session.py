@@ -43,6 +43,16 @@ def test_a_session_names_its_key_and_rights_until_it_expires() -> None:
     assert SessionSigner(config).viewer(_cookie(config, "boss"), NOW_MS + SESSION_TTL_MS) is None
 
 
+def test_the_login_forms_token_holds_only_for_its_own_nonce_and_secret() -> None:
+    signer = SessionSigner(_config())
+    token = signer.login_token("nonce-a")
+    assert signer.login_token_valid("nonce-a", token)
+    assert not signer.login_token_valid("nonce-b", token)
+    assert not signer.login_token_valid(None, token) and not signer.login_token_valid("", signer.login_token(""))
+    assert not signer.login_token_valid("nonce-a", "")
+    assert not SessionSigner(_config(receipt_secret="t" * 32)).login_token_valid("nonce-a", token)
+
+
 def test_a_forged_or_foreign_cookie_is_no_session() -> None:
     config = _config()
     cookie = _cookie(config, "reader")

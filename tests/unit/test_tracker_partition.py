@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kmq.batch_markers import BatchStart, runs_of
+from kmq.batch_markers import BatchEnd, BatchStart, runs_of
 from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq_tracker.pacing import Backoff
 from kmq_tracker.partition import PartitionState
@@ -266,3 +266,38 @@ def test_a_lagging_tracker_redelivers_once_it_has_read_past_the_deadline() -> No
     assert s.due(5_000, 10) == [7]
     s.observe_position(high_watermark=2, now_ms=5_000)  # at the end now: deadlines are judged by the clock
     assert s.due(5_000, 10) == [7, 8]
+
+
+def test_settled_counts_the_pending_starts_that_ends_settle_once_caught_up() -> None:
+    # given a partition still catching up: an END read then was counted by the partition's previous owner
+    s = state()
+    s.observe_end(3)
+    start(s, 0, 10, 0, 1_000)
+    end(s, 1, 10)
+    assert s.take_settled() == 0
+    # when caught up: an END of a pending START, an END of nothing pending (the tracker's own, after a copy), and a
+    # BATCH END over a batch of two offsets are read
+    start(s, 2, 11, 0, 1_000)
+    assert s.caught_up
+    end(s, 3, 11)
+    end(s, 4, 99)
+    assert s.apply(5, 0, MarkerKey(P, 20).encode(), BatchStart(1_000, runs_of([20, 21])).encode())
+    s.done_all([21])  # the tracker copied 21: its END is its own, not an acknowledgement
+    assert s.apply(6, 0, MarkerKey(P, 20).encode(), BatchEnd(runs_of([20, 21])).encode())
+    # then the deliveries settled are the START of 11 and the batch's 20, taken once
+    assert s.take_settled() == 2
+    assert s.take_settled() == 0
+
+
+def test_the_trackers_own_ends_of_a_running_pass_are_not_counted_as_settled() -> None:
+    # given a caught-up partition with a pass running over 7 and 8, and 9 pending outside it
+    s = caught_up_state()
+    for marker_offset, queue_offset in enumerate((7, 8, 9)):
+        start(s, marker_offset, queue_offset, 0, 0)
+    s.in_pass = frozenset({7, 8})
+    # when the pass's END of 7 and its BATCH END of 8-9 are read back before the pass is settled (9 was acknowledged
+    # meanwhile: the worker's END in the same run)
+    end(s, 3, 7)
+    assert s.apply(4, 0, MarkerKey(P, 8).encode(), BatchEnd(runs_of([8, 9])).encode())
+    # then only 9 counts
+    assert s.take_settled() == 1 and len(s.pending) == 0

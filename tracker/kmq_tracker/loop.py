@@ -117,6 +117,7 @@ class Loop:
             due = state.due(now, budget)
             if due:
                 self._bucket.take(len(due), now)
+                state.in_pass = frozenset(due)
                 self._pool.submit(state, due)
 
     def _settle(self, finished: list[Finished]) -> None:
@@ -137,6 +138,7 @@ class Loop:
             owned = self._ingest.partitions.get(done.partition)
             if owned is done.job.state:  # not for a partition lost meanwhile
                 settle(self._config, self._metrics, done)
+                owned.in_pass = frozenset()
 
     def _report(self, now: int) -> None:
         topic = self._config.kmq.markers_topic
@@ -148,7 +150,7 @@ class Loop:
             overdue_ms = state.overdue_ms(now)
             overdue = overdue or overdue_ms > 0
             self._metrics.set_partition(
-                topic, state.partition, len(state.pending), overdue_ms, state.caught_up, pass_ms
+                topic, state.partition, len(state.pending), overdue_ms, state.caught_up, pass_ms, state.take_settled()
             )
         self._progress.waiting(overdue or bool(running))
 

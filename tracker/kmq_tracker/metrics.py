@@ -45,6 +45,19 @@ class TrackerMetrics:
         self.markers_consumed = Counter("kmq_markers_consumed", "Records consumed from the markers topic", registry=r)
         self.redeliveries = Counter("kmq_redeliveries", "Copies written back to the queue topic", registry=r)
         self.dead_letters = Counter("kmq_dead_letters", "Messages written to the dead-letter topic", registry=r)
+        self.settled = Counter(
+            "kmq_settled_deliveries",
+            "Pending STARTs settled by an END read from the markers topic (acknowledged, or rejected by a worker), per "
+            "markers partition, from the time the replica caught up on it: the acknowledged rate",
+            _PARTITION,
+            registry=r,
+        )
+        self.redelivered = Counter(
+            "kmq_redelivered_messages",
+            "Copies written back to the queue topic, per markers partition (kmq_redeliveries counts them all)",
+            _PARTITION,
+            registry=r,
+        )
         self.undecodable = Counter(
             "kmq_undecodable_markers", "Records on the markers topic that are not markers", registry=r
         )
@@ -92,9 +105,18 @@ class TrackerMetrics:
         self.last_progress.set_function(last_progress_s)
 
     def set_partition(
-        self, topic: str, partition: int, pending: int, overdue_ms: int, caught_up: bool, pass_ms: int = 0
+        self,
+        topic: str,
+        partition: int,
+        pending: int,
+        overdue_ms: int,
+        caught_up: bool,
+        pass_ms: int = 0,
+        settled: int = 0,
     ) -> None:
         labels = (topic, str(partition))
+        self.settled.labels(*labels).inc(settled)
+        self.redelivered.labels(*labels)  # the series exists (at 0) from the assignment on
         self.pass_seconds.labels(*labels).set(pass_ms / 1000)
         self.pending.labels(*labels).set(pending)
         self.oldest_pending_age.labels(*labels).set(overdue_ms / 1000)

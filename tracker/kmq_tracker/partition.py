@@ -10,7 +10,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kmq.batch_markers import BatchMarker, BatchStart, decode_batch_marker, is_batch_value, runs_of
+from kmq.batch_markers import BatchMarker, BatchStart, Run, decode_batch_marker, is_batch_value, runs_of
 from kmq.errors import MarkerDecodeError
 from kmq.markers import EndMarker, Marker, MarkerKey, StartMarker, decode_marker
 from kmq.receipt_notes import Note, Settlements, noted_runs
@@ -64,6 +64,12 @@ class PartitionState:
         self.at_end = False  # the read position was at the partition's end at the last poll
         self.notes = Settlements()  # the facade's settle notes read here (the settle-once rule, kmq.receipt_notes)
         self.lost_settles = 0  # offsets of facade settles that lost to an earlier one: ignored
+        # Pending STARTs settled by an END read once caught up (the ENDs read while catching up after an assignment
+        # were mostly counted by the previous owner), not yet taken into the metrics: the acknowledged rate.
+        self.settled = 0
+        # The offsets of the redelivery pass running on the partition: their ENDs, read back before the pass is
+        # settled, are the tracker's own (a copy or dead letter written), not acknowledgements.
+        self.in_pass: frozenset[int] = frozenset()
 
     def apply(self, marker_offset: int, timestamp_ms: int, key: bytes | None, value: bytes | None) -> bool:
         """Apply one record of the markers partition; False (counted, logged once) when it is not a marker."""
@@ -80,7 +86,8 @@ class PartitionState:
                     self._advance(marker_offset + 1)
                     return True
                 if value == _END:
-                    self.pending.end(queue_offset)
+                    if self.pending.end(queue_offset) and self.caught_up and queue_offset not in self.in_pass:
+                        self.settled += 1
                     self._advance(marker_offset + 1)
                     return True
         self.read_through_ms = max(self.read_through_ms, timestamp_ms)
@@ -106,7 +113,9 @@ class PartitionState:
             return self.apply(marker_offset, timestamp_ms, key, value)
         self.lost_settles += len(offsets) - len(won)
         if won:  # a BATCH END whose note won on some of its offsets only
-            self.pending.batch_end(runs_of(won))
+            runs = runs_of(won)
+            own = self._own_pending(runs)
+            self._settled(self.pending.batch_end(runs) - own)
         self._advance(marker_offset + 1)
         return True
 
@@ -196,11 +205,28 @@ class PartitionState:
         elif isinstance(marker, BatchStart):
             self.pending.batch_start(marker.runs, marker_offset, timestamp_ms + marker.redeliver_after_ms)
         elif isinstance(marker, EndMarker):
-            self.pending.end(marker_key.offset)
+            ended = self.pending.end(marker_key.offset)
+            self._settled(1 if ended and marker_key.offset not in self.in_pass else 0)
         else:
-            self.pending.batch_end(marker.runs)
+            own = self._own_pending(marker.runs)
+            self._settled(self.pending.batch_end(marker.runs) - own)
         self._advance(marker_offset + 1)
         return True
+
+    def take_settled(self) -> int:
+        """The deliveries settled since the last call (for the metrics)."""
+        settled, self.settled = self.settled, 0
+        return settled
+
+    def _own_pending(self, runs: Sequence[Run]) -> int:
+        """How many offsets of `runs` are pending and in the running pass (their ENDs are the tracker's own)."""
+        if not self.in_pass:
+            return 0
+        return sum(1 for o in self.in_pass if o in self.pending and any(s <= o < s + n for s, n in runs))
+
+    def _settled(self, count: int) -> None:
+        if self.caught_up:
+            self.settled += count
 
     def _advance(self, position: int) -> None:
         """A record was read: the position moves past it."""

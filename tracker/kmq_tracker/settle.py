@@ -28,6 +28,7 @@ def settle(config: TrackerConfig, metrics: TrackerMetrics, finished: Finished) -
         if deadline is not None:
             metrics.lateness.observe(max(0, acked_ms - deadline) / 1000)
     metrics.redeliveries.inc(len(outcome.copied))
+    metrics.redelivered.labels(config.kmq.markers_topic, str(state.partition)).inc(len(outcome.copied))
     metrics.dead_letters.inc(len(outcome.dead_lettered))
     metrics.missing.inc(len(outcome.missing))
     metrics.no_record.inc(len(outcome.no_record))

@@ -97,7 +97,14 @@ def _decode(value: bytes | None) -> tuple[str, Sample] | None:
     try:
         data = json.loads(value or b"")
         queue = str(data.pop("queue"))
-        return queue, Sample(**{field.name: int(data[field.name]) for field in fields(Sample)})
+        values: dict[str, int | None] = {}
+        for field in fields(Sample):
+            if field.default is None:  # a figure that may be unknown, or absent from an older record
+                value = data.get(field.name)
+                values[field.name] = None if value is None else int(value)
+            else:
+                values[field.name] = int(data[field.name])
+        return queue, Sample(**values)  # type: ignore[arg-type]  # the required ones are ints
     except (ValueError, KeyError, TypeError):
         _log.warning("console history: a record that is not a sample, skipped")
         return None

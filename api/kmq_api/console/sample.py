@@ -12,3 +12,7 @@ class Sample:
     written: int  # sum of the queue topic's end offsets
     received: int  # sum of the worker group's committed offsets
     dead_lettered: int  # sum of the dead-letter topic's end offsets
+    # Totals of the trackers' counters of the queue (kmq_settled_deliveries, kmq_redelivered_messages) as the
+    # console accumulates them; None when not known at this sample (no tracker configured, one did not answer).
+    acknowledged: int | None = None
+    redelivered: int | None = None

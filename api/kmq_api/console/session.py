@@ -17,6 +17,8 @@ from pydantic import SecretStr
 from kmq_api.config import ApiConfig
 
 COOKIE = "kmq_console"
+LOGIN_COOKIE = "kmq_console_login"  # the login form's nonce: its CSRF token is bound to it
+LOGIN_TTL_S = 3600
 SESSION_TTL_MS = 8 * 3600 * 1000
 ANONYMOUS = "anonymous"  # the name of every session of an API served without keys (read-only)
 
@@ -57,6 +59,17 @@ class SessionSigner:
         body = {"k": key_fingerprint, "c": secrets.token_urlsafe(24), "e": now_ms + SESSION_TTL_MS}
         payload = base64.urlsafe_b64encode(json.dumps(body).encode()).decode()
         return f"{payload}.{self._sign(payload)}"
+
+    def login_token(self, nonce: str) -> str:
+        """The login form's CSRF token for the nonce of the visitor's login cookie: a page of another site can
+        neither read the token nor compute it for the cookie the browser holds."""
+        return hmac.new(self._key, f"login:{nonce}".encode(), hashlib.sha256).hexdigest()
+
+    def login_token_valid(self, nonce: str | None, token: str) -> bool:
+        """Whether `token` is the login form's token for the login cookie's `nonce` (a missing nonce: no)."""
+        if not nonce:
+            return False
+        return hmac.compare_digest(token.encode(), self.login_token(nonce).encode())
 
     def viewer(self, cookie: str | None, now_ms: int) -> Viewer | None:
         """The session's viewer, or None when the cookie is missing, forged, expired or its key is gone."""

@@ -34,12 +34,19 @@ function drawChart(svg, points) {
 }
 
 function perMinute(samples, field) {
+  // A figure may be unknown (null) in some samples: no point where either end of an interval does not know it.
   const points = [];
   for (let i = 1; i < samples.length; i++) {
+    const before = samples[i - 1][field], after = samples[i][field];
+    if (before === null || before === undefined || after === null || after === undefined) continue;
     const minutes = Math.max(1, samples[i].at_ms - samples[i - 1].at_ms) / 60000;
-    points.push([samples[i].at_ms, (samples[i][field] - samples[i - 1][field]) / minutes]);
+    points.push([samples[i].at_ms, (after - before) / minutes]);
   }
   return points;
+}
+
+function rateText(value) {
+  return value === null ? "unknown" : value.toFixed(0);
 }
 
 function showQueue(section, queue) {
@@ -57,6 +64,8 @@ function showQueue(section, queue) {
     set(".rate-written", queue.rates.written.toFixed(0));
     set(".rate-received", queue.rates.received.toFixed(0));
     set(".rate-dead", queue.rates.dead_lettered.toFixed(0));
+    set(".rate-acknowledged", rateText(queue.rates.acknowledged));
+    set(".rate-redelivered", rateText(queue.rates.redelivered));
   }
   const rows = section.querySelectorAll("table.partitions tbody tr");
   queue.partitions.forEach((lag, i) => {
@@ -69,8 +78,10 @@ function showQueue(section, queue) {
   });
   const backlog = section.querySelector('svg[data-series="backlog"]');
   if (backlog) drawChart(backlog, queue.samples.map((s) => [s.at_ms, s.backlog]));
-  const received = section.querySelector('svg[data-series="received"]');
-  if (received) drawChart(received, perMinute(queue.samples, "received"));
+  for (const field of ["received", "acknowledged", "redelivered", "dead_lettered"]) {
+    const chart = section.querySelector(`svg[data-series="${field}"]`);
+    if (chart) drawChart(chart, perMinute(queue.samples, field));
+  }
 }
 
 async function refreshOverview(root) {
