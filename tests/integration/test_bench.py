@@ -94,14 +94,15 @@ def test_tracker_and_rest_facade_benchmarks_run_beside_the_plain_consumer_and_th
 
 
 def test_the_worker_contender_is_measured_against_the_bare_client_in_the_same_rounds(tmp_path: Path) -> None:
-    # `--contenders worker` alone: kmq is measured beside it, so the ratio has its baseline
+    # `--contenders worker` alone: the bare client with the same (batch) markers is measured beside it, so the ratio
+    # compares like with like
     data, out = bench(
         tmp_path, "--backend", "mock", "--contenders", "worker", "--messages", "2000", "--repeat", "1", "--no-warm-up"
     )
-    assert [r["contender"] for r in data["runs"]] == ["kmq", "worker"]
+    assert [r["contender"] for r in data["runs"]] == ["kmq-batch", "worker"]
     worker = data["runs"][1]["figures"]
     assert worker["messages"] == 2000 and worker["msgs_per_s"] > 0
     assert (worker["failed_markers"], worker["redeliveries"]) == (0, 0), worker
-    target = next(t for t in data["targets"] if t["name"] == "worker ÷ kmq throughput")
+    target = next(t for t in data["targets"] if t["name"] == "worker ÷ kmq-batch throughput")
     assert target["measured"] > 0
-    assert "worker ÷ kmq throughput" in out
+    assert "worker ÷ kmq-batch throughput" in out
