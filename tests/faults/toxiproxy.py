@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from kmq.demo.services import LOCALHOST, free_port
+from kmq.embedded._spawn import guarded, spawn
 
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "toxiproxy-build"
 BUILD_TIMEOUT_S = 900.0  # a first build from empty Go caches on a busy 2-core machine
@@ -43,8 +44,12 @@ class Toxiproxy:
     def start(self) -> Toxiproxy:
         port = free_port()
         with self._log_file.open("wb") as log:
-            self._process = subprocess.Popen(
-                [str(self._binary), "-host", LOCALHOST, "-port", str(port)], stdout=log, stderr=subprocess.STDOUT
+            # Guarded like the embedded brokers: SIGKILLed when the test session dies without its teardown (a
+            # session killed from outside once left the server running).
+            self._process = spawn(
+                guarded([str(self._binary), "-host", LOCALHOST, "-port", str(port)]),
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         self._http = httpx.Client(base_url=f"http://{LOCALHOST}:{port}", timeout=10.0)
         deadline = time.monotonic() + START_TIMEOUT_S
