@@ -2,7 +2,7 @@
 
 The public names are imported on first use (PEP 562), not with the package: a process that needs one module of
 kmq — a Python worker Spark spawns for `kmq.spark`, a CLI command — does not pay for the client, the worker and
-their dependencies (see docs/benchmarks.md, Spark round 2)."""
+their dependencies."""
 
 from __future__ import annotations
 

@@ -36,8 +36,7 @@ class Message(_Fields):
     A NamedTuple rather than a frozen dataclass: the client builds one per message received, and `tuple.__new__` (what
     `KmqClient` calls) costs ~0.1 µs against ~1 µs for a frozen dataclass's `__init__`. No list inside: each message
     is one object for the garbage collector to follow, not two; while the application holds its batch they survive
-    into the older generations, and halving them halves the collections (the largest CPU cost of receiving,
-    docs/benchmarks.md).
+    into the older generations, and halving them halves the collections (the largest CPU cost of receiving).
     """
 
     __slots__ = ()
