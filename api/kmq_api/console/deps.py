@@ -13,8 +13,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
 from kmq_api.console.session import COOKIE, SessionSigner, Viewer
-from kmq_api.deps import State
-from kmq_api.served import ServedQueue
+from kmq_api.deps import Queue
 
 PREFIX = "/console"
 # Autoescaping on for every template: message payloads are untrusted and must render as text.
@@ -64,14 +63,7 @@ async def _checked_form(viewer: Admin, csrf: Annotated[str, Form()] = "") -> Vie
 AdminForm = Annotated[Viewer, Depends(_checked_form)]
 
 
-async def _console_queue(queue: str, state: State) -> ServedQueue:
-    served = state.queues.get(queue)
-    if served is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"queue {queue!r} is not served here")
-    return served
-
-
-ConsoleQueue = Annotated[ServedQueue, Depends(_console_queue)]
+ConsoleQueue = Queue  # the REST API's: 404 for a queue this facade does not serve
 
 
 def page(request: Request, template: str, viewer: Viewer | None, **context: Any) -> HTMLResponse:
