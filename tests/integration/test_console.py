@@ -349,6 +349,24 @@ def test_a_cross_site_login_without_the_csrf_token_is_refused(
             assert http_log_in(http, ADMIN_KEY).status_code == 303
 
 
+def test_logging_out_needs_the_sessions_csrf_token(make_config: MakeConfig, browser: webdriver.Chrome) -> None:
+    """A page of another site cannot end the visitor's session; the console's own log-out button can."""
+    config = make_config(partitions=1)
+    with serve(facade(config)) as base, attacker_page(f"{base}/console/logout") as evil:
+        log_in(browser, base, READ_KEY)
+        browser.get(evil)
+        browser.find_element(By.ID, "win").click()
+        wait_for(lambda: "CSRF" in text(browser, "#error-detail"), timeout_s=30, what="the log-out's refusal")
+        browser.get(f"{base}/console")
+        assert "(read-only)" in text(browser, "#who"), "the cross-site form must not have ended the session"
+        browser.find_element(By.CSS_SELECTOR, ".logout button").click()
+        wait_for(lambda: browser.find_elements(By.ID, "key"), timeout_s=30, what="the login form after logging out")
+        assert browser.get_cookie("kmq_console") is None
+        with httpx.Client(base_url=base, timeout=30) as http:
+            # no session: nothing to end, the visitor goes to the login form
+            assert http.post("/console/logout").status_code == 303
+
+
 class _Attacker(http.server.BaseHTTPRequestHandler):
     target = ""
     fields: dict[str, str] = {}  # noqa: RUF012  # replaced per page, never mutated

@@ -1,5 +1,7 @@
 """`/console/login` and `/console/logout`: an API key in, a session cookie out (HttpOnly, SameSite=Strict).
 
+Logging out takes the session's CSRF token like the admin forms.
+
 The login form carries a CSRF token like every other form, or a page of another site could log a visitor in under
 the attacker's key (login CSRF). There is no session yet, so the token is bound to a nonce in a cookie of its own
 (`kmq_console_login`, HttpOnly, SameSite=Strict), set with the form: a POST whose token is not the one of its
@@ -7,6 +9,7 @@ cookie's nonce is refused (403)."""
 
 from __future__ import annotations
 
+import hmac
 import logging
 import secrets
 import time
@@ -74,7 +77,14 @@ def _form(request: Request, error: str | None) -> HTMLResponse:
 
 
 @router.post("/logout")
-async def logout() -> Response:
+async def logout(request: Request, csrf: Annotated[str, Form()] = "") -> Response:
+    """Ends the session. The form carries the session's CSRF token, so a page of another site cannot log a visitor
+    out; without a valid session there is nothing to end and the visitor goes to the login form."""
+    now_ms = int(time.time() * 1000)
+    viewer = signer(request).viewer(request.cookies.get(COOKIE), now_ms)
+    if viewer is not None and not hmac.compare_digest(csrf.encode(), viewer.csrf.encode()):
+        _log.warning("console logout refused: missing or wrong CSRF token")
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "missing or wrong CSRF token: reload the page")
     answer = RedirectResponse(f"{PREFIX}/login", status.HTTP_303_SEE_OTHER)
     answer.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict")
     return answer
