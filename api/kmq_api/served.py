@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import anyio.to_thread
 from confluent_kafka import KafkaException
@@ -24,6 +25,7 @@ from kmq_api.settle_view import SettleView
 from kmq_api.settlements import Delivery
 
 _log = logging.getLogger(__name__)
+Answer = TypeVar("Answer")
 # One receive call waits at most this long, so concurrent long polls take turns and a first message is handed
 # out soon after it arrives (librdkafka's batch consume waits for a full batch or its timeout).
 RECEIVE_SLICE_S = 0.05
@@ -65,8 +67,18 @@ class ServedQueue:
         self._idle_s = receiver_idle_ms / 1000
         self._last_receive = time.monotonic()
 
-    async def receive(self, max_messages: int, wait_ms: int, visibility_timeout_ms: int | None) -> list[Message]:
-        """Long poll: the first non-empty batch, or an empty list once `wait_ms` has passed."""
+    async def receive(
+        self,
+        max_messages: int,
+        wait_ms: int,
+        visibility_timeout_ms: int | None,
+        answer: Callable[[list[Message]], Answer],
+    ) -> Answer:
+        """Long poll: `answer` of the first non-empty batch, or of an empty list once `wait_ms` has passed.
+
+        `answer(batch)` runs on the event loop while the batch's STARTs are on their way to the broker, and is
+        returned once they are acknowledged (PROTOCOL.md, "No END before its START"): the receipts are signed and
+        the answer encoded within the STARTs' round trip, not after it."""
         deadline = time.monotonic() + wait_ms / 1000
         while True:
             remaining_s = max(0.0, deadline - time.monotonic())
@@ -74,16 +86,19 @@ class ServedQueue:
                 receiver = await self._joined()
                 try:
                     batch = await anyio.to_thread.run_sync(
-                        _receive, receiver, max_messages, min(remaining_s, RECEIVE_SLICE_S), visibility_timeout_ms
+                        receiver.receive, max_messages, min(remaining_s, RECEIVE_SLICE_S), visibility_timeout_ms
                     )
+                    answered = await _answered_once_started(receiver, batch, answer) if batch else None
                 except KafkaUnavailableError as e:
                     self.unavailable, self._receiver = str(e), None
                     await anyio.to_thread.run_sync(_close, receiver, self.name, STRANDED_CLOSE_S)
                     raise
                 self.unavailable = None
                 self._last_receive = time.monotonic()
-            if batch or remaining_s <= 0:
-                return batch
+            if answered is not None:
+                return answered
+            if remaining_s <= 0:
+                return answer([])
 
     async def leave_if_idle(self) -> None:
         """Leave the worker group when no receive came for `receiver_idle_ms` (its partitions go to others)."""
@@ -120,15 +135,19 @@ class ServedQueue:
         return self._receiver
 
 
-def _receive(
-    receiver: KmqClient, max_messages: int, timeout_s: float, visibility_timeout_ms: int | None
-) -> list[Message]:
-    """A batch whose STARTs are acknowledged: a receipt may be settled on any replica, whose END no START of this
-    client's pipeline could hold back (PROTOCOL.md, "No END before its START"). The commit stays asynchronous."""
-    batch = receiver.receive(max_messages, timeout_s, visibility_timeout_ms)
-    if batch:
-        receiver.wait_started()
-    return batch
+async def _answered_once_started(
+    receiver: KmqClient, batch: list[Message], answer: Callable[[list[Message]], Answer]
+) -> Answer:
+    """`answer(batch)`, built while the batch's STARTs are acknowledged, returned once they are: a receipt may be
+    settled on any replica, whose END no START of this client's pipeline could hold back. The commit stays
+    asynchronous. The wait starts in a worker thread before `answer` runs, so the two overlap."""
+    started = asyncio.get_running_loop().run_in_executor(None, receiver.wait_started)
+    try:
+        answered = answer(batch)
+    finally:
+        await asyncio.wait([started])  # never answer, nor raise, while a START of the batch may still be in flight
+    started.result()  # MarkerWriteError when a START failed or was not acknowledged in time
+    return answered
 
 
 def _close(receiver: KmqClient, name: str, timeout_s: float = 10.0) -> None:
