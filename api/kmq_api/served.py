@@ -85,10 +85,8 @@ class ServedQueue:
             async with self._receiving:
                 receiver = await self._joined()
                 try:
-                    batch = await anyio.to_thread.run_sync(
-                        receiver.receive, max_messages, min(remaining_s, RECEIVE_SLICE_S), visibility_timeout_ms
-                    )
-                    answered = await _answered_once_started(receiver, batch, answer) if batch else None
+                    slice_s = min(remaining_s, RECEIVE_SLICE_S)
+                    answered = await _received(receiver, max_messages, slice_s, visibility_timeout_ms, answer)
                 except KafkaUnavailableError as e:
                     self.unavailable, self._receiver = str(e), None
                     await anyio.to_thread.run_sync(_close, receiver, self.name, STRANDED_CLOSE_S)
@@ -135,19 +133,44 @@ class ServedQueue:
         return self._receiver
 
 
-async def _answered_once_started(
-    receiver: KmqClient, batch: list[Message], answer: Callable[[list[Message]], Answer]
-) -> Answer:
-    """`answer(batch)`, built while the batch's STARTs are acknowledged, returned once they are: a receipt may be
-    settled on any replica, whose END no START of this client's pipeline could hold back. The commit stays
-    asynchronous. The wait starts in a worker thread before `answer` runs, so the two overlap."""
-    started = asyncio.get_running_loop().run_in_executor(None, receiver.wait_started)
+async def _received(
+    receiver: KmqClient,
+    max_messages: int,
+    timeout_s: float,
+    visibility_timeout_ms: int | None,
+    answer: Callable[[list[Message]], Answer],
+) -> Answer | None:
+    """`answer` of one batch (None when none came), returned once the batch's STARTs are acknowledged: a receipt
+    may be settled on any replica, whose END no START of this client's pipeline could hold back. The commit stays
+    asynchronous.
+
+    One worker thread receives, hands the batch to the event loop, and waits there for the STARTs' acknowledgement,
+    while the loop builds `answer(batch)`: the two overlap, with no more thread hops than a receive alone."""
+    loop = asyncio.get_running_loop()
+    answered: asyncio.Future[Answer] = loop.create_future()
+
+    def build(batch: list[Message]) -> None:  # on the event loop
+        try:
+            answered.set_result(answer(batch))
+        except Exception as e:  # noqa: BLE001  # handed to the request, which raises it
+            answered.set_exception(e)
+
+    def receive_then_wait_started() -> bool:  # in the worker thread
+        batch = receiver.receive(max_messages, timeout_s, visibility_timeout_ms)
+        if batch:
+            loop.call_soon_threadsafe(build, batch)
+            receiver.wait_started()
+        return bool(batch)
+
     try:
-        answered = answer(batch)
-    finally:
-        await asyncio.wait([started])  # never answer, nor raise, while a START of the batch may still be in flight
-    started.result()  # MarkerWriteError when a START failed or was not acknowledged in time
-    return answered
+        if not await anyio.to_thread.run_sync(receive_then_wait_started):
+            return None
+    except BaseException:
+        # The receive's or the STARTs' failure is what the request raises; an error of `answer` as well is logged.
+        if answered.done() and (also := answered.exception()) is not None:
+            _log.error("building the answer of a receive that failed: %s", also, exc_info=also)
+        raise
+    return await answered
 
 
 def _close(receiver: KmqClient, name: str, timeout_s: float = 10.0) -> None:
