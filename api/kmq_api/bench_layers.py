@@ -9,6 +9,7 @@ thread's CPU per message (`python -m kmq_api.bench` prints it), each layer's sha
 from __future__ import annotations
 
 import argparse
+import gzip
 import re
 import sys
 from collections import Counter
@@ -84,12 +85,19 @@ def table(samples: Counter[str], us_per_message: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m kmq_api.bench_layers", description=__doc__.splitlines()[0])
-    parser.add_argument("profile", type=Path, help="py-spy record --gil --threads -f raw output")
+    parser.add_argument("profile", type=Path, help="py-spy record --gil --threads -f raw output (or it gzipped: .gz)")
     parser.add_argument("--us-per-msg", type=float, required=True, help="the thread's CPU µs per message")
     parser.add_argument("--thread", default="MainThread")
     args = parser.parse_args()
-    with args.profile.open() as lines:
-        sys.stdout.write(table(split(lines, args.thread), args.us_per_msg) + "\n")
+    sys.stdout.write(table(split(read(args.profile), args.thread), args.us_per_msg) + "\n")
+
+
+def read(profile: Path) -> list[str]:
+    """The lines of a raw profile, gzipped (`.gz`) or not."""
+    if profile.suffix == ".gz":
+        with gzip.open(profile, "rt") as zipped:
+            return zipped.readlines()
+    return profile.read_text().splitlines()
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from kmq_api.bench_layers import OTHER, layer_of, split, table
+import gzip
+from pathlib import Path
+
+from kmq_api.bench_layers import OTHER, layer_of, read, split, table
 
 ROOT = "thread (7): MainThread;run_asgi (uvicorn/protocols/http/httptools_impl.py:409)"
 LINES = [
@@ -39,3 +42,10 @@ def test_the_table_turns_shares_into_microseconds_per_message() -> None:
     assert "| receipts: sign and verify (HMAC, base64) | 50% | 12.0 |" in rendered
     assert "| settle logic (judge, reserve, plan, arbitrate) | 25% | 6.0 |" in rendered
     assert rendered.endswith("| all (12 samples) | 100% | 24.0 |")
+
+
+def test_a_profile_is_read_gzipped_or_not(tmp_path: Path) -> None:
+    (tmp_path / "api.raw").write_text("\n".join(LINES) + "\n")
+    with gzip.open(tmp_path / "api.raw.gz", "wt") as zipped:
+        zipped.write("\n".join(LINES) + "\n")
+    assert split(read(tmp_path / "api.raw")) == split(read(tmp_path / "api.raw.gz")) == split(LINES)
