@@ -10,7 +10,6 @@ from __future__ import annotations
 import binascii
 import hashlib
 import hmac
-import re
 import struct
 from dataclasses import dataclass
 from typing import Literal
@@ -21,7 +20,6 @@ _VERSION = 1
 # version, partition, offset, issued_at_ms, deadline_ms, redelivery_count; the queue name follows.
 _FIXED = struct.Struct(">BiqqqI")
 _MAC_BYTES = 32
-_TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
 MAX_TOKEN_LENGTH = 512
 # base64url through binascii directly: base64's wrappers cost more than the encoding of a receipt.
 _TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
@@ -113,8 +111,10 @@ def _decode(payload: bytes) -> Receipt | None:
 
 
 def _decode_token(token: str) -> bytes | None:
-    """Strict unpadded base64url; None for anything else (including non-canonical encodings)."""
-    if len(token) > MAX_TOKEN_LENGTH or not _TOKEN.match(token):
+    """Strict unpadded base64url; None for anything else (including non-canonical encodings). No pattern is
+    matched first: whatever is not canonical unpadded base64url (other characters, padding, `+` or `/`) fails to
+    decode or does not encode back to the same token."""
+    if len(token) > MAX_TOKEN_LENGTH:
         return None
     try:
         padded = (token + "=" * (-len(token) % 4)).encode("ascii").translate(_FROM_URLSAFE)

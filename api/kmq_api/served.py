@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
 import anyio.to_thread
 from confluent_kafka import KafkaException
@@ -24,6 +25,7 @@ from kmq_api.settle_view import SettleView
 from kmq_api.settlements import Delivery
 
 _log = logging.getLogger(__name__)
+Answer = TypeVar("Answer")
 # One receive call waits at most this long, so concurrent long polls take turns and a first message is handed
 # out soon after it arrives (librdkafka's batch consume waits for a full batch or its timeout).
 RECEIVE_SLICE_S = 0.05
@@ -65,25 +67,36 @@ class ServedQueue:
         self._idle_s = receiver_idle_ms / 1000
         self._last_receive = time.monotonic()
 
-    async def receive(self, max_messages: int, wait_ms: int, visibility_timeout_ms: int | None) -> list[Message]:
-        """Long poll: the first non-empty batch, or an empty list once `wait_ms` has passed."""
+    async def receive(
+        self,
+        max_messages: int,
+        wait_ms: int,
+        visibility_timeout_ms: int | None,
+        answer: Callable[[list[Message]], Answer],
+    ) -> Answer:
+        """Long poll: `answer` of the first non-empty batch, or of an empty list once `wait_ms` has passed.
+
+        `answer(batch)` runs on the event loop while the batch's STARTs are on their way to the broker, and is
+        returned once they are acknowledged (PROTOCOL.md, "No END before its START"): the receipts are signed and
+        the answer encoded within the STARTs' round trip, not after it."""
         deadline = time.monotonic() + wait_ms / 1000
         while True:
             remaining_s = max(0.0, deadline - time.monotonic())
             async with self._receiving:
                 receiver = await self._joined()
                 try:
-                    batch = await anyio.to_thread.run_sync(
-                        _receive, receiver, max_messages, min(remaining_s, RECEIVE_SLICE_S), visibility_timeout_ms
-                    )
+                    slice_s = min(remaining_s, RECEIVE_SLICE_S)
+                    answered = await _received(receiver, max_messages, slice_s, visibility_timeout_ms, answer)
                 except KafkaUnavailableError as e:
                     self.unavailable, self._receiver = str(e), None
                     await anyio.to_thread.run_sync(_close, receiver, self.name, STRANDED_CLOSE_S)
                     raise
                 self.unavailable = None
                 self._last_receive = time.monotonic()
-            if batch or remaining_s <= 0:
-                return batch
+            if answered is not None:
+                return answered
+            if remaining_s <= 0:
+                return answer([])
 
     async def leave_if_idle(self) -> None:
         """Leave the worker group when no receive came for `receiver_idle_ms` (its partitions go to others)."""
@@ -120,15 +133,44 @@ class ServedQueue:
         return self._receiver
 
 
-def _receive(
-    receiver: KmqClient, max_messages: int, timeout_s: float, visibility_timeout_ms: int | None
-) -> list[Message]:
-    """A batch whose STARTs are acknowledged: a receipt may be settled on any replica, whose END no START of this
-    client's pipeline could hold back (PROTOCOL.md, "No END before its START"). The commit stays asynchronous."""
-    batch = receiver.receive(max_messages, timeout_s, visibility_timeout_ms)
-    if batch:
-        receiver.wait_started()
-    return batch
+async def _received(
+    receiver: KmqClient,
+    max_messages: int,
+    timeout_s: float,
+    visibility_timeout_ms: int | None,
+    answer: Callable[[list[Message]], Answer],
+) -> Answer | None:
+    """`answer` of one batch (None when none came), returned once the batch's STARTs are acknowledged: a receipt
+    may be settled on any replica, whose END no START of this client's pipeline could hold back. The commit stays
+    asynchronous.
+
+    One worker thread receives, hands the batch to the event loop, and waits there for the STARTs' acknowledgement,
+    while the loop builds `answer(batch)`: the two overlap, with no more thread hops than a receive alone."""
+    loop = asyncio.get_running_loop()
+    answered: asyncio.Future[Answer] = loop.create_future()
+
+    def build(batch: list[Message]) -> None:  # on the event loop
+        try:
+            answered.set_result(answer(batch))
+        except Exception as e:  # noqa: BLE001  # handed to the request, which raises it
+            answered.set_exception(e)
+
+    def receive_then_wait_started() -> bool:  # in the worker thread
+        batch = receiver.receive(max_messages, timeout_s, visibility_timeout_ms)
+        if batch:
+            loop.call_soon_threadsafe(build, batch)
+            receiver.wait_started()
+        return bool(batch)
+
+    try:
+        if not await anyio.to_thread.run_sync(receive_then_wait_started):
+            return None
+    except BaseException:
+        # The receive's or the STARTs' failure is what the request raises; an error of `answer` as well is logged.
+        if answered.done() and (also := answered.exception()) is not None:
+            _log.error("building the answer of a receive that failed: %s", also, exc_info=also)
+        raise
+    return await answered
 
 
 def _close(receiver: KmqClient, name: str, timeout_s: float = 10.0) -> None:

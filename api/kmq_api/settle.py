@@ -132,7 +132,7 @@ async def _arbitrate(queue: ServedQueue, metrics: ApiMetrics, written: list[tupl
     for marker, delivered in written:
         ends[marker.record.partition] = max(ends.get(marker.record.partition, -1), delivered.offset)
     timeout_s = queue.producer.timeout_s
-    if not await anyio.to_thread.run_sync(queue.settled.wait_past, ends, timeout_s):
+    if not await queue.settled.wait_past(ends, timeout_s):
         raise BrokerUnavailableError(
             queue.config.bootstrap_servers, f"{queue.config.markers_topic} not read back in {timeout_s:.0f}s"
         )

@@ -12,10 +12,12 @@ partition is read up to its end, as every settle waits at start.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
@@ -34,6 +36,20 @@ _BATCH = 1000
 _COMMITTED_TIMEOUT_S = 5.0
 TOPIC_CHECK_S = 10.0  # how often the view looks for partitions added to the markers topic
 _KEY_BYTES = 12
+
+
+@dataclass(frozen=True, eq=False)
+class _Waiter:
+    """A settle waiting, on `loop`, until every markers partition is read past its marker's offset."""
+
+    marker_offsets: dict[int, int]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[None]
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():  # else it timed out or was cancelled meanwhile
+        future.set_result(None)
 
 
 def resume_offsets(positions: dict[int, int], floors: dict[int, int]) -> dict[int, int]:
@@ -57,6 +73,7 @@ class SettleView:
         self._at_start = frozenset(range(partitions))  # caught_up once each of these is read to its end
         self._read_to_end: set[int] = set()  # partitions read up to the end they had when the view began reading them
         self._changed = threading.Condition(self._lock)  # notified when a partition is read up to its end
+        self._waiters: list[_Waiter] = []  # settles waiting until their markers are read back (`wait_past`)
         self._look_for_partitions = threading.Event()
         self._consumer = Consumer(consumer_settings(config, self.group_id, enable_partition_eof=True))
         self._partitions = partitions  # markers partitions read: 0 .. partitions - 1
@@ -88,17 +105,37 @@ class SettleView:
         with self._lock:
             return [self._settlements.won(*note) for note in notes]
 
-    def wait_past(self, marker_offsets: dict[int, int], timeout_s: float) -> bool:
+    async def wait_past(self, marker_offsets: dict[int, int], timeout_s: float) -> bool:
         """Wait up to `timeout_s` until each markers partition has been read past the given marker offset: every
-        note written before it is then known here."""
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while any(self._positions.get(p, 0) <= offset for p, offset in marker_offsets.items()):
-                remaining_s = deadline - time.monotonic()
-                if remaining_s <= 0:
-                    return False
-                self._changed.wait(min(remaining_s, _POLL_S))
-            return True
+        note written before it is then known here. The reading thread wakes the waiting request on its event loop
+        (one hop, no worker thread parked on a condition)."""
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(marker_offsets, loop, loop.create_future())
+        with self._lock:
+            if self._read_past(marker_offsets):
+                return True
+            self._waiters.append(waiter)
+        try:
+            await asyncio.wait_for(waiter.future, timeout_s)
+        except TimeoutError:
+            return False
+        finally:
+            with self._lock:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        return True
+
+    def _read_past(self, marker_offsets: dict[int, int]) -> bool:
+        return all(self._positions.get(p, 0) > offset for p, offset in marker_offsets.items())
+
+    def _wake_waiters(self) -> None:
+        """Under the lock, once positions moved: resolve the futures of the requests read past now."""
+        for waiter in [w for w in self._waiters if self._read_past(w.marker_offsets)]:
+            self._waiters.remove(waiter)
+            try:
+                waiter.loop.call_soon_threadsafe(_resolve, waiter.future)
+            except RuntimeError:  # its event loop has closed (the server stopped): no request waits any more
+                _log.debug("a settle's event loop closed while it waited for %s", waiter.marker_offsets)
 
     def has_read(self, partitions: set[int]) -> bool:
         """Whether every one of `partitions` was read up to the end it had when the view began reading it, and so
@@ -205,8 +242,6 @@ class SettleView:
 
     def _read(self, records: list[KafkaMessage]) -> None:
         with self._lock:
-            if records:
-                self._changed.notify_all()  # positions move: `wait_past` looks again
             for record in records:
                 error = record.error()
                 if error is None:
@@ -215,6 +250,8 @@ class SettleView:
                     self._at_end(record.partition() or 0)
                 else:
                     _log.warning("reading %s: %s", self.topic, error.str())
+            if records and self._waiters:
+                self._wake_waiters()  # positions moved: settles waiting for their markers may go on
 
     def _note(self, record: KafkaMessage) -> None:
         partition, offset = record.partition() or 0, record.offset() or 0

@@ -4,10 +4,13 @@ after restarts), and the tracker redelivers what HTTP clients leave unacknowledg
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from fastapi.testclient import TestClient
 
 from kmq.batch_markers import BatchEnd, BatchStart, decode_batch_marker, is_batch_value, offsets_in
@@ -53,6 +56,39 @@ def test_receive_writes_batch_starts_and_unacked_messages_come_back(make_config:
             assert tracker.metrics.value("kmq_redeliveries_total") == 3
     finally:
         tracker.stop()
+
+
+def test_a_receive_answers_only_once_its_starts_are_stored(make_config: MakeConfig) -> None:
+    # The facade signs receipts and encodes its answer while the STARTs are on their way: the answer itself must
+    # still wait for their acknowledgement (a receipt may be settled on another replica at once).
+    queue = make_config(partitions=2, marker_format="batch")
+    watch = Consumer({**queue.kafka_settings(), "group.id": f"test-watermarks-{uuid.uuid4().hex[:8]}"})
+    try:
+        with TestClient(create_app(api_config(queue)), headers=AUTH) as http:
+            send(http, queue, *(f"v{i}" for i in range(40)))
+            received = 0
+            deadline = time.monotonic() + 30
+            while received < 40:
+                assert time.monotonic() < deadline, f"received {received} of 40"
+                stored_before = _stored_markers(watch, queue)
+                request = {"max_messages": 7, "wait_ms": 2000}  # several receives, each on one or both partitions
+                response = http.post(f"/v1/queues/{queue.queue_topic}/receive", json=request)
+                # the moment a receive answers, its BATCH STARTs (one per partition it delivers from) are stored
+                stored_after = _stored_markers(watch, queue)
+                assert response.status_code == 200, response.text
+                messages = response.json()["messages"]
+                assert stored_after - stored_before == len({m["partition"] for m in messages})
+                received += len(messages)
+    finally:
+        watch.close()
+
+
+def _stored_markers(watch: Consumer, queue: KmqConfig) -> int:
+    """Records on the markers topic that the broker has acknowledged (its high watermarks, asked afresh)."""
+    ends = [
+        watch.get_watermark_offsets(TopicPartition(queue.markers_topic, p), timeout=10, cached=False) for p in (0, 1)
+    ]
+    return sum(high for _, high in ends)
 
 
 # -- ack: BATCH ENDs that keep "a receipt settles once" ------------------------------------------------------------

@@ -103,6 +103,21 @@ def test_a_non_canonical_encoding_is_invalid() -> None:
     assert isinstance(signer.verify(twin, QUEUE), Refusal)
 
 
+def test_only_the_token_itself_verifies_never_another_spelling_of_its_bytes() -> None:
+    signer = ReceiptSigner(SECRET)
+    token = signer.sign(_receipt())
+    assert signer.verify(token, QUEUE) == _receipt()
+    standard_alphabet = token.replace("-", "+").replace("_", "/")
+    padded = token + "=" * (-len(token) % 4 or 4)
+    spellings = {padded, token[:8] + "\n" + token[8:], token + "\n", " " + token, "\t" + token, standard_alphabet + "/"}
+    if standard_alphabet != token:
+        spellings.add(standard_alphabet)
+    for spelling in spellings:
+        refusal = signer.verify(spelling, QUEUE)
+        assert isinstance(refusal, Refusal), repr(spelling)
+        assert refusal.reason == "invalid"
+
+
 def test_a_receipt_names_its_marker_key_and_expires_at_its_deadline() -> None:
     receipt = _receipt()
     assert receipt.marker_key == MarkerKey(3, 42)

@@ -26,10 +26,15 @@ async def receive(queue: Queue, state: State, body: ReceiveRequest) -> JsonBytes
     redelivers it. Receivers of one queue form its worker group (`group_id`) across every API replica."""
     if body.visibility_timeout_ms is not None:
         await anyio.to_thread.run_sync(queue.retention.check, body.visibility_timeout_ms, "visibility_timeout_ms")
-    messages = await queue.receive(body.max_messages, body.wait_ms, body.visibility_timeout_ms)
-    state.metrics.received.labels(queue.name).inc(len(messages))
-    issued_at_ms = int(time.time() * 1000)
-    return JsonBytes({"messages": [_received(m, queue.name, state.signer, issued_at_ms, body) for m in messages]})
+
+    def answer(messages: list[Message]) -> tuple[int, JsonBytes]:
+        issued_at_ms = int(time.time() * 1000)
+        received = [_received(m, queue.name, state.signer, issued_at_ms, body) for m in messages]
+        return len(received), JsonBytes({"messages": received})
+
+    count, answered = await queue.receive(body.max_messages, body.wait_ms, body.visibility_timeout_ms, answer)
+    state.metrics.received.labels(queue.name).inc(count)
+    return answered
 
 
 def _received(
