@@ -10,6 +10,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from kmq.bench.measure import BatchClock
+from kmq.bench.work import burn_each
 from kmq.config import KmqConfig
 from kmq.errors import BenchError
 from kmq.kafka import consumer_settings
@@ -24,8 +25,9 @@ class PlainContender:
     Overhead of a batch: the offset commit (`asynchronous`: its sending only).
     """
 
-    def __init__(self, config: KmqConfig, batch: int, asynchronous: bool = False) -> None:
+    def __init__(self, config: KmqConfig, batch: int, asynchronous: bool = False, work_us: int = 0) -> None:
         self._topic = config.queue_topic
+        self._work_us = work_us
         self._batch = batch
         self._asynchronous = asynchronous
         self._consumer = Consumer(
@@ -49,6 +51,7 @@ class PlainContender:
             records = self._consumer.consume(self._batch, POLL_TIMEOUT_S)
             arrived = time.perf_counter()
             received = sum(map(_process, records))
+            burn_each(self._work_us, received)  # the handler's work, as the other contenders' handlers do it
             if not received:
                 clock.check_stall(stall_s)
                 continue
