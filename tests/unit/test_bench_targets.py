@@ -101,3 +101,12 @@ def test_the_rest_facade_and_the_tracker_goals() -> None:
     assert (found["http receive+ack"], found["http ack p99"]) == ("met", "missed")
     assert found["tracker queue offsets ingested"] == "missed"
     assert (found["tracker RSS, 1,000,000 pending"], found["tracker redelivery lateness p99"]) == ("met", "met")
+
+
+def test_the_worker_goals_are_checked_at_every_handler_work_the_run_had() -> None:
+    runs = [consumer(KMQ_BATCH, 0, 1000), consumer(WORKER, 0, 500)]
+    runs += [consumer(variant(KMQ_BATCH, 50), 0, 100), consumer(variant(WORKER, 50), 0, 90)]
+    found = statuses(runs, [KMQ_BATCH, WORKER, variant(KMQ_BATCH, 50), variant(WORKER, 50)])
+    assert found["worker ÷ kmq-batch throughput"] == "missed"  # 0.5
+    assert found["worker ÷ kmq-batch throughput, handlers burning 50 µs/msg"] == "met"  # 0.9
+    assert found["worker-key ÷ worker throughput, handlers burning 50 µs/msg"] == "not measured"
