@@ -49,7 +49,7 @@ def draw(rows: Sequence[Row], suptitle: str, path: Path) -> None:
 def _rate_bars(axes: Any, rows: Sequence[Row]) -> None:
     labels = [f"{row.contender}\n({row.rate_unit})" for row in rows]
     bars = axes.bar(labels, [row.rate for row in rows], color="tab:blue")
-    axes.bar_label(bars, labels=[f"{row.rate:,.0f}" for row in rows], fontsize=7)
+    axes.bar_label(bars, labels=[f"{row.rate:,.0f}" for row in rows], fontsize=7, rotation=90, padding=2)
     axes.tick_params(axis="x", labelsize=7, labelrotation=90)
     axes.set_yscale("log")  # the REST facade's thousands beside the plain consumer's hundreds of thousands
     axes.set_title("throughput (higher is better, log scale)")
