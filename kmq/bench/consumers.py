@@ -9,7 +9,7 @@ from kmq.bench import protocol
 from kmq.bench.children import TrackerChild, Worker
 from kmq.bench.display import Display
 from kmq.bench.jvm_kmq import jvm_worker
-from kmq.bench.options import JVM_KMQ, KMQ_CLIENTS, SHARE, WORKER_KEY, WORKER_KEYS, BenchOptions
+from kmq.bench.options import JVM_KMQ, KMQ_CLIENTS, SHARE, WORKER_KEY, WORKER_KEYS, BenchOptions, split_variant
 from kmq.bench.preload import fresh_queue, preload
 from kmq.config import KmqConfig
 from kmq.embedded import KafkaCluster
@@ -19,13 +19,14 @@ SHARE_PREPARE_TIMEOUT_MS = 30_000
 
 
 def run_consumer(
-    cluster: KafkaCluster, options: BenchOptions, contender: str, round_: int, display: Display
+    cluster: KafkaCluster, options: BenchOptions, run_name: str, round_: int, display: Display
 ) -> dict[str, Any]:
     """The worker's figures; for kmq (and the JVM kmq client) also the tracker's memory and redeliveries (it runs for
-    the whole window)."""
+    the whole window). `run_name` names the contender and its handler's work (`plain@20us`)."""
     display.phase("creating topics")
+    contender, work_us = split_variant(run_name)
     config = fresh_queue(cluster, contender, options.partitions)
-    args = _worker_args(options, contender, round_)
+    args = _worker_args(options, run_name, round_, work_us)
     if contender not in KMQ_CLIENTS:
         return _measure(config, options, contender, args, display)
     display.phase("starting the tracker")
@@ -41,7 +42,8 @@ def run_consumer(
     return figures
 
 
-def _worker_args(options: BenchOptions, contender: str, round_: int) -> list[str]:
+def _worker_args(options: BenchOptions, run_name: str, round_: int, work_us: int) -> list[str]:
+    contender = split_variant(run_name)[0]
     # A cluster without share groups never returns the share contender's probes: give up sooner than on a stall.
     prepare_ms = SHARE_PREPARE_TIMEOUT_MS if contender == SHARE else options.stall_timeout_ms
     args = [
@@ -50,10 +52,10 @@ def _worker_args(options: BenchOptions, contender: str, round_: int) -> list[str
         f"--partitions={options.partitions}",
         f"--prepare-timeout-ms={prepare_ms}",
         f"--stall-timeout-ms={options.stall_timeout_ms}",
-        f"--work-us={options.work_us}",
+        f"--work-us={work_us}",
     ]
     if options.profile_dir is not None:
-        args.append(f"--profile={Path(options.profile_dir) / f'{contender}-{round_ + 1}.txt'}")
+        args.append(f"--profile={Path(options.profile_dir) / f'{run_name}-{round_ + 1}.txt'}")
     return args
 
 

@@ -33,6 +33,18 @@ KMQ_CLIENTS = {KMQ: "kmq", KMQ_BATCH: "batch", WORKER: "batch", WORKER_KEY: "bat
 MOCK_PARTITION_LIMIT_BYTES = 4 * 1024 * 1024
 RECORD_OVERHEAD_BYTES = 40
 WARM_UP_ROUND = -1  # the round number of a warm-up run (not counted)
+_WORK_SUFFIX = "us"
+
+
+def variant(contender: str, work_us: int) -> str:
+    """The name of a consumer contender's runs whose handler burns `work_us` µs per message: `plain@20us`."""
+    return contender if work_us == 0 else f"{contender}@{work_us}{_WORK_SUFFIX}"
+
+
+def split_variant(name: str) -> tuple[str, int]:
+    """`plain@20us` -> ("plain", 20); `plain` -> ("plain", 0)."""
+    contender, _, work = name.partition("@")
+    return contender, int(work.removesuffix(_WORK_SUFFIX)) if work else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +73,9 @@ class BenchOptions:
     profile_dir: str | None = None  # pyinstrument profiles of the consumer runs' windows go here
     marker_format: str = "batch"  # of the tracker and http contenders (kmq and kmq-batch have their own)
     warm_up: bool = True  # one unmeasured round of every contender before the measured ones
-    work_us: int = 0  # CPU each handler burns per message (the consumer contenders)
+    # CPU each handler burns per message, µs: every consumer contender runs once per value in each round (named
+    # `plain@20us` for a value other than 0), so that ratios at each value come from the same rounds.
+    work_us: tuple[int, ...] = (0,)
 
     def __post_init__(self) -> None:
         for name in ("messages", "partitions", "batch", "repeat", "tracker_pending", "http_messages", "http_batch"):
@@ -71,8 +85,8 @@ class BenchOptions:
             raise ConfigError("backend", f"choose {', '.join(BACKENDS)}, or give bootstrap servers")
         if self.marker_format not in ("kmq", "batch"):
             raise ConfigError("marker_format", f"choose kmq or batch (got {self.marker_format!r})")
-        if self.work_us < 0:
-            raise ConfigError("work_us", "must not be negative")
+        if not self.work_us or min(self.work_us) < 0 or len(set(self.work_us)) != len(self.work_us):
+            raise ConfigError("work_us", f"give distinct values of at least 0 (got {self.work_us})")
         if self.size < 0:
             raise ConfigError("size", "must not be negative")
         unknown = [c for c in self.contenders if c not in ALL_CONTENDERS]
@@ -99,6 +113,17 @@ class BenchOptions:
         return self.messages * (self.size + RECORD_OVERHEAD_BYTES) // self.partitions
 
     @property
+    def measured(self) -> tuple[str, ...]:
+        """The names of one round's runs: every consumer contender at every `work_us`, the others once."""
+        names = [
+            variant(name, work)
+            for work in self.work_us
+            for name in self.contenders
+            if name in CONSUMERS and (work == 0 or name != JVM_KMQ)  # the JVM client has no handler work to burn
+        ]
+        return (*dict.fromkeys(names), *(name for name in self.contenders if name not in CONSUMERS))
+
+    @property
     def schedule(self) -> list[tuple[int, str]]:
-        """(round, contender) in the order they run: A B C A B C ..., so drift hits every contender alike."""
-        return [(round_, name) for round_ in range(self.repeat) for name in self.contenders]
+        """(round, run name) in the order they run: A B C A B C ..., so drift hits every contender alike."""
+        return [(round_, name) for round_ in range(self.repeat) for name in self.measured]

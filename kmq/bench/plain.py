@@ -7,9 +7,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kmq.bench.measure import BatchClock
+from kmq.bench.work import burn_each
 from kmq.config import KmqConfig
 from kmq.errors import BenchError
 from kmq.kafka import consumer_settings
@@ -24,8 +25,9 @@ class PlainContender:
     Overhead of a batch: the offset commit (`asynchronous`: its sending only).
     """
 
-    def __init__(self, config: KmqConfig, batch: int, asynchronous: bool = False) -> None:
+    def __init__(self, config: KmqConfig, batch: int, asynchronous: bool = False, work_us: int = 0) -> None:
         self._topic = config.queue_topic
+        self._work_us = work_us
         self._batch = batch
         self._asynchronous = asynchronous
         self._consumer = Consumer(
@@ -49,6 +51,7 @@ class PlainContender:
             records = self._consumer.consume(self._batch, POLL_TIMEOUT_S)
             arrived = time.perf_counter()
             received = sum(map(_process, records))
+            burn_each(self._work_us, received)  # the handler's work, as the other contenders' handlers do it
             if not received:
                 clock.check_stall(stall_s)
                 continue
@@ -60,8 +63,17 @@ class PlainContender:
             if clock.batch(received, time.perf_counter() - began, arrived):
                 progress(clock.received)
         if self._asynchronous:  # the window ends with every commit done, as the synchronous one's does
-            self._consumer.commit(asynchronous=False)
+            self._commit_rest()
         return clock.figures()
+
+    def _commit_rest(self) -> None:
+        """Wait for a last commit, unless the asynchronous ones already committed every offset: librdkafka then
+        refuses to commit nothing (_NO_OFFSET), which a slow batch (a handler's work) made likely."""
+        try:
+            self._consumer.commit(asynchronous=False)
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError._NO_OFFSET:
+                raise
 
     def close(self) -> None:
         self._consumer.close()

@@ -18,6 +18,8 @@ from kmq.bench.options import (
     TRACKER,
     WORKER,
     WORKER_KEY,
+    split_variant,
+    variant,
 )
 from kmq.bench.stats import median
 
@@ -101,15 +103,20 @@ def rows(runs: Sequence[Run], contenders: Sequence[str], notes: dict[str, str]) 
     return [_row(name, [r for r in runs if r.contender == name], runs, notes.get(name, "")) for name in contenders]
 
 
+def shape(name: str) -> Shape:
+    """Where the figures of a run named `name` (a contender, or its variant `plain@20us`) are."""
+    return SHAPES[split_variant(name)[0]]
+
+
 def headline(run: Run) -> str:
     """One line about one run, for the progress display."""
     if run.skipped:
         return f"{run.contender} #{run.round + 1}: {run.skipped}"
-    shape, figures = SHAPES[run.contender], run.figures
-    parts = [f"{figures[shape.rate]:,.0f} {shape.rate_unit}"] if _number(figures.get(shape.rate)) else []
-    for label, key in (("p95", shape.latency_keys[1]), ("p99", shape.latency_keys[2])):
+    where, figures = shape(run.contender), run.figures
+    parts = [f"{figures[where.rate]:,.0f} {where.rate_unit}"] if _number(figures.get(where.rate)) else []
+    for label, key in (("p95", where.latency_keys[1]), ("p99", where.latency_keys[2])):
         if _number(figures.get(key)):
-            parts.append(f"{shape.latency} {label} {figures[key]:.2f} ms")
+            parts.append(f"{where.latency} {label} {figures[key]:.2f} ms")
             break
     if _number(figures.get("cpu_us_per_msg")):
         parts.append(f"{figures['cpu_us_per_msg']:.1f} µs CPU/msg")
@@ -122,26 +129,27 @@ def _number(value: object) -> bool:
 
 
 def _row(name: str, mine: list[Run], everything: Sequence[Run], note: str) -> Row:
-    shape = SHAPES[name]
+    where = shape(name)
     measured = [r for r in mine if not r.skipped]
     note = note or next((r.skipped for r in mine if r.skipped), "")
-    p50, p95, p99 = (figure(measured, key) for key in shape.latency_keys)
+    p50, p95, p99 = (figure(measured, key) for key in where.latency_keys)
+    plain = variant(PLAIN, split_variant(name)[1])  # ÷ the plain consumer with the same work per message
     return Row(
         contender=name,
         runs=len(measured),
-        rate=figure(measured, shape.rate),
-        rate_unit=shape.rate_unit,
-        ratio_to_plain=ratio(everything, name, PLAIN) if shape.rate_unit == "msgs/s" else math.nan,
-        latency=shape.latency,
+        rate=figure(measured, where.rate),
+        rate_unit=where.rate_unit,
+        ratio_to_plain=ratio(everything, name, plain) if where.rate_unit == "msgs/s" else math.nan,
+        latency=where.latency,
         p50_ms=p50,
         p95_ms=p95,
         p99_ms=p99,
-        rss_bytes=figure(measured, shape.rss),
+        rss_bytes=figure(measured, where.rss),
         cpu_us_per_msg=figure(measured, "cpu_us_per_msg"),
         note=note,
     )
 
 
 def _rate(run: Run) -> float | None:
-    value = run.figures.get(SHAPES[run.contender].rate)
+    value = run.figures.get(shape(run.contender).rate)
     return float(value) if isinstance(value, int | float) else None

@@ -10,8 +10,8 @@ from typing import Any
 from kmq.bench.consumers import run_consumer
 from kmq.bench.display import Display, Silent
 from kmq.bench.external import run_http, run_tracker
-from kmq.bench.machine import machine
-from kmq.bench.options import CONSUMERS, HTTP, SHARE, TRACKER, WARM_UP_ROUND, BenchOptions
+from kmq.bench.machine import at_start, broker_version, machine
+from kmq.bench.options import CONSUMERS, HTTP, SHARE, TRACKER, WARM_UP_ROUND, BenchOptions, split_variant
 from kmq.bench.protocol import SHARE_UNAVAILABLE
 from kmq.bench.results import Row, Run, rows
 from kmq.bench.targets import Target, targets
@@ -44,12 +44,12 @@ class BenchReport:
 def run_bench(options: BenchOptions, display: Display | None = None) -> BenchReport:
     """Measure on the broker the options name (an embedded one is started and stopped here)."""
     display = display or Silent()
+    started = at_start()
     with open_cluster(options) as cluster:
         runs, notes = _run_all(cluster, options, display)
-    table = rows(runs, options.contenders, notes)
-    return BenchReport(
-        options, machine(options.broker), runs, table, targets(runs, table, options.tracker_pending), notes
-    )
+    table = rows(runs, options.measured, notes)
+    measured_on = machine(options.broker, broker_version(options), started)
+    return BenchReport(options, measured_on, runs, table, targets(runs, table, options.tracker_pending), notes)
 
 
 @contextlib.contextmanager
@@ -65,15 +65,15 @@ def open_cluster(options: BenchOptions) -> Iterator[KafkaCluster]:
 
 def _run_all(cluster: KafkaCluster, options: BenchOptions, display: Display) -> tuple[list[Run], dict[str, str]]:
     notes = {
-        name: UNSUPPORTED[(cluster.backend, name)]
-        for name in options.contenders
-        if (cluster.backend, name) in UNSUPPORTED
+        name: UNSUPPORTED[(cluster.backend, split_variant(name)[0])]
+        for name in options.measured
+        if (cluster.backend, split_variant(name)[0]) in UNSUPPORTED
     }
     runs: list[Run] = []
     display.begin(len(options.schedule))
     try:
         # Warm-up, not counted: the same runs, once each, so that a cold broker's first round slows no contender.
-        for name in options.contenders if options.warm_up else ():
+        for name in options.measured if options.warm_up else ():
             display.run_started(name, WARM_UP_ROUND)
             _run_one(cluster, options, name, WARM_UP_ROUND, notes, display)
         for round_, name in options.schedule:
@@ -94,15 +94,16 @@ def _run_one(
     try:
         return Run(name, round_, _measure(cluster, options, name, round_, display))
     except BenchError as e:
-        if name != SHARE or SHARE_UNAVAILABLE not in str(e):
+        if split_variant(name)[0] != SHARE or SHARE_UNAVAILABLE not in str(e):
             raise
-        # A cluster without share groups: say so in the share row (no more tries) and measure the others.
-        notes[name] = f"skipped: {SHARE_UNAVAILABLE} on this cluster (KIP-932 needs Kafka 4.x with them enabled)"
-        return Run(name, round_, {}, skipped=notes[name])
+        # A cluster without share groups: say so in the share rows (no more tries) and measure the others.
+        note = f"skipped: {SHARE_UNAVAILABLE} on this cluster (KIP-932 needs Kafka 4.x with them enabled)"
+        notes.update({other: note for other in options.measured if split_variant(other)[0] == SHARE})
+        return Run(name, round_, {}, skipped=note)
 
 
 def _measure(cluster: KafkaCluster, options: BenchOptions, name: str, round_: int, display: Display) -> dict[str, Any]:
-    if name in CONSUMERS:
+    if split_variant(name)[0] in CONSUMERS:
         return run_consumer(cluster, options, name, round_, display)
     if name == TRACKER:
         return run_tracker(cluster, options, display)

@@ -13,3 +13,10 @@ def burn(work_us: int) -> None:
     until = clock() + work_us * 1000
     while clock() < until:
         pass
+
+
+def burn_each(work_us: int, messages: int) -> None:
+    """`burn(work_us)` once per message (nothing when there is no work: the no-op handler costs nothing more)."""
+    if work_us > 0:
+        for _ in range(messages):
+            burn(work_us)

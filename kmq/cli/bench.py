@@ -58,8 +58,12 @@ def bench(
         typer.Option("--profile", help="pyinstrument profiles of the consumer runs go to this directory"),
     ] = None,
     work_us: Annotated[
-        int, typer.Option(min=0, help="CPU each handler burns per message, µs (kmq, kmq-batch and the workers)")
-    ] = 0,
+        str,
+        typer.Option(
+            help="CPU each handler burns per message, µs; a list (0,20) runs every consumer contender at each, in the "
+            "same rounds (named plain@20us ...)"
+        ),
+    ] = "0",
 ) -> None:
     """Measure kmq against a plain Kafka consumer and Kafka share groups on one broker, alternating the contenders.
 
@@ -89,7 +93,7 @@ def bench(
         profile_dir=None if profile_dir is None else str(_profile_dir(profile_dir)),
         marker_format=marker_format,
         warm_up=warm_up,
-        work_us=work_us,
+        work_us=_work_us(work_us),
     )
     with RichDisplay(OutputConsole(stderr=True, soft_wrap=False)) as display:
         report = run_bench(options, display)
@@ -121,6 +125,13 @@ def _contenders(text: str) -> tuple[str, ...]:
     if WORKER in names and KMQ_BATCH not in names:
         names = (KMQ_BATCH, *names)  # the worker is measured against the bare client (batch markers both)
     return names
+
+
+def _work_us(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(value) for value in text.split(",") if value.strip())
+    except ValueError as e:
+        raise ConfigError("--work-us", f"give whole µs, comma-separated (got {text!r})") from e
 
 
 def register(app: typer.Typer) -> None:

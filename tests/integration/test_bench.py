@@ -106,3 +106,33 @@ def test_the_worker_contender_is_measured_against_the_bare_client_in_the_same_ro
     target = next(t for t in data["targets"] if t["name"] == "worker ÷ kmq-batch throughput")
     assert target["measured"] > 0
     assert "worker ÷ kmq-batch throughput" in out
+
+
+def test_each_consumer_contender_runs_at_each_work_value_in_the_same_rounds(
+    tmp_path: Path, kafka: KafkaCluster
+) -> None:
+    """`--work-us 0,20`: the plain consumers burn the handler's work too, and the goal with 20 µs handlers is the ratio
+    of the two 20 µs runs of a round. plain-async ends its window with a synchronous commit, which librdkafka refuses
+    when the asynchronous ones already committed everything (likelier when handlers work): that is no error."""
+    if backend_under_test() == "kafka":
+        broker = ("--bootstrap-servers", kafka.bootstrap_servers)
+    else:
+        broker = ("--backend", "mock")
+    messages = 5000
+    data, out = bench(
+        tmp_path,
+        *broker,
+        *("--contenders", "plain,plain-async,kmq-batch", "--messages", str(messages), "--repeat", "1", "--no-warm-up"),
+        *("--work-us", "0,20"),
+    )
+
+    names = ["plain", "plain-async", "kmq-batch"]
+    assert [r["contender"] for r in data["runs"]] == [*names, *(f"{name}@20us" for name in names)]
+    elapsed = {run["contender"]: run["figures"]["elapsed_s"] for run in data["runs"]}
+    # Each handler spun 20 µs per message, one message after the other: the window cannot be shorter.
+    assert elapsed["plain@20us"] >= messages * 20e-6 and elapsed["kmq-batch@20us"] >= messages * 20e-6, elapsed
+    rows = {row["contender"]: row for row in data["contenders"]}
+    assert rows["plain@20us"]["ratio_to_plain"] == 1.0  # ÷ the plain consumer with the same work
+    work_goal = next(t for t in data["targets"] if "handlers burning 20 µs/msg" in t["name"])
+    assert work_goal["measured"] == rows["kmq-batch@20us"]["ratio_to_plain"] > 0
+    assert "plain@20us" in out

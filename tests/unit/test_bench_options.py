@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kmq.bench.options import CONTENDERS, HTTP, KMQ, PLAIN, SHARE, BenchOptions
+from kmq.bench.options import CONTENDERS, HTTP, KMQ, PLAIN, SHARE, BenchOptions, split_variant, variant
 from kmq.errors import ConfigError
 
 
@@ -50,3 +50,18 @@ def test_the_mock_broker_is_refused_more_than_it_keeps_per_partition() -> None:
 def test_the_http_contender_has_its_own_message_count_and_batch() -> None:
     options = BenchOptions(contenders=(HTTP,))
     assert (options.http_messages, options.http_batch) == (20_000, 100)
+
+
+def test_every_consumer_contender_runs_at_every_work_value_in_each_round() -> None:
+    options = BenchOptions(contenders=(PLAIN, KMQ, HTTP), repeat=2, work_us=(0, 20))
+    one_round = [PLAIN, KMQ, "plain@20us", "kmq@20us", HTTP]  # the REST facade has no handler: once a round
+    assert options.measured == tuple(one_round)
+    assert options.schedule == [(r, name) for r in range(2) for name in one_round]
+    assert [split_variant(name) for name in one_round] == [(PLAIN, 0), (KMQ, 0), (PLAIN, 20), (KMQ, 20), (HTTP, 0)]
+    assert variant(PLAIN, 0) == PLAIN
+
+
+@pytest.mark.parametrize("work_us", [(), (-1,), (20, 20)])
+def test_work_values_are_distinct_and_not_negative(work_us: tuple[int, ...]) -> None:
+    with pytest.raises(ConfigError, match="work_us"):
+        BenchOptions(work_us=work_us)
