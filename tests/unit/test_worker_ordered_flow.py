@@ -1,5 +1,6 @@
-"""How an ordered worker hands on, without Kafka: a key's next messages run on the thread that ran the one before (no
-queue hand-off each)."""
+"""How an ordered worker hands on and receives, without Kafka: a key's next messages run on the thread that ran the
+one before (no queue hand-off each), and the receiving loop waits for room for a receive's least instead of taking a
+few messages at a time (each receive costs a START batch, a commit and a fetch's worth of the consumer's time)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from kmq.message import Message
 from kmq.worker.config import WorkerConfig
 from kmq.worker.core import WorkerCore, now_ms
 from kmq.worker.metrics import WorkerMetrics
+from kmq.worker.ordered import PAUSE_AFTER_MS
 from kmq.worker.threads import HandlerThreads
 
 CONFIG = KmqConfig(bootstrap_servers="unused:9092", queue_topic="jobs", msg_timeout_ms=30_000)
@@ -74,3 +76,45 @@ def test_a_keys_run_goes_through_the_queue_once_and_stays_in_offset_order(monkey
     assert handled == list(range(20))
     assert puts == [1]
     assert died == []
+
+
+def test_the_loop_waits_for_room_for_a_receives_least_rather_than_take_a_few() -> None:
+    # given a limit of 8 per partition (a receive takes at least 4) and partition 0 holding 5 of one key
+    core = ordered_core(concurrency=2, prefetch=30, partition_limit=8)
+    gate = core.gate
+    assert gate is not None and gate.min_receive == 4
+    held = [keyed(0, offset, b"a") for offset in range(5)]
+    core.admit(held, NOW)
+    # then the loop receives nothing (room for 3 only), and the partition counts as full: it pauses if it stays so
+    assert gate.flow(NOW) == (set(), set())
+    assert core.budget() == 0
+    assert gate.flow(NOW + PAUSE_AFTER_MS) == ({0}, set())
+    assert core.budget() == 8  # partition 0 paused: a receive may take the limit of another
+    # and once it is down to half it resumes and the loop receives again, at most its room
+    following: list[Message] = []
+    core.finish_ok([held[0]], following)
+    assert gate.flow(NOW + PAUSE_AFTER_MS + 1) == (set(), {0})
+    assert core.budget() == 4
+
+
+def test_a_settled_message_wakes_the_loop_only_when_a_receive_could_take_its_least() -> None:
+    # given a limit of 8 per partition, partition 0 holding 6 of one key and partition 1 holding one message
+    core = ordered_core(concurrency=2, prefetch=30, partition_limit=8)
+    gate = core.gate
+    assert gate is not None
+    zero = [keyed(0, offset, b"a") for offset in range(6)]
+    one = keyed(1, 0, b"b")
+    core.admit([*zero, one], NOW)
+    gate.flow(NOW)
+    # when partition 1's message is settled (room in the worker, none for a receive: partition 0 has room for 2)
+    core.wake.clear()
+    core.finish_ok([one], [])
+    # then the loop is not woken for it
+    assert not core.wake.is_set()
+    # nor when partition 0's first is (room for 3)
+    following: list[Message] = []
+    core.finish_ok([zero[0]], following)
+    assert not core.wake.is_set()
+    # but when its second is (room for 4), it is
+    core.finish_ok(following, [])
+    assert core.wake.is_set()
