@@ -1,6 +1,7 @@
 """How an ordered worker hands on and receives, without Kafka: a key's next messages run on the thread that ran the
-one before (no queue hand-off each), and the receiving loop waits for room for a receive's least instead of taking a
-few messages at a time (each receive costs a START batch, a commit and a fetch's worth of the consumer's time)."""
+one before (no queue hand-off each), the receiving loop waits for room for a receive's least instead of taking a
+few messages at a time (each receive costs a START batch, a commit and a fetch's worth of the consumer's time), and
+the key waits reach their histogram in bulk."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 from typing import ClassVar, cast
 
 import pytest
+from prometheus_client import CollectorRegistry, Histogram
 
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
@@ -21,6 +23,7 @@ from kmq.worker.threads import HandlerThreads
 
 CONFIG = KmqConfig(bootstrap_servers="unused:9092", queue_topic="jobs", msg_timeout_ms=30_000)
 WAIT_S = 10.0
+BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)  # the worker's, for the key wait
 NOW = 1_000_000
 
 
@@ -118,3 +121,28 @@ def test_a_settled_message_wakes_the_loop_only_when_a_receive_could_take_its_lea
     # but when its second is (room for 4), it is
     core.finish_ok(following, [])
     assert core.wake.is_set()
+
+
+def test_the_key_wait_histogram_fed_in_bulk_reads_as_prometheus_clients_own() -> None:
+    # given waits observed in bulk by the worker's metrics and one by one by prometheus_client's Histogram
+    waits_ms = [0, 1, 2, 10, 11, 499, 500, 1_000, 1_001, 60_000, 400_000]
+    metrics = WorkerMetrics("jobs")
+    metrics.ordered(waits_ms, 0, {}, 0)
+    registry = CollectorRegistry()
+    reference = Histogram("kmq_worker_key_wait_seconds", "", ("topic",), registry=registry, buckets=BUCKETS).labels(
+        "jobs"
+    )
+    for wait_ms in waits_ms:
+        reference.observe(wait_ms / 1000)
+
+    # then every bucket, the count and the sum read the same
+    def samples(of: CollectorRegistry) -> dict[tuple[str, str], float]:
+        return {
+            (sample.name, sample.labels.get("le", "")): sample.value
+            for family in of.collect()
+            if family.name == "kmq_worker_key_wait_seconds"
+            for sample in family.samples
+            if not sample.name.endswith("_created")
+        }
+
+    assert samples(metrics.registry) == samples(registry)
