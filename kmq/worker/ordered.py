@@ -18,7 +18,7 @@ from kmq.worker.outcome import Outcome
 
 _log = logging.getLogger(__name__)
 PAUSE_AFTER_MS = 500
-MIN_RECEIVE_SHARE = 2  # a receive takes at least this share of the partition limit (see `OrderGate.flow`)
+MIN_RECEIVE_SHARE = 2  # a receive takes at least 1 / this of the partition limit (see `OrderGate.flow`)
 
 
 class WorkerCore(Protocol):
