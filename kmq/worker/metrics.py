@@ -22,7 +22,8 @@ class BulkHistogram(Collector):
     cost as much as the rest of that thread's work)."""
 
     def __init__(self, name: str, doc: str, topic: str, buckets: tuple[float, ...], registry: CollectorRegistry):
-        self._name, self._doc, self._topic = name, doc, topic
+        self._name, self._documentation, self._topic = name, doc, topic
+        self._type, self._labelnames = "histogram", _TOPIC  # as prometheus_client's metrics name them (the docs' list)
         self._bounds = list(buckets)  # upper bounds, ascending; +Inf after them
         self._counts = [0] * (len(buckets) + 1)  # per bucket, not cumulative
         self._sum = 0.0
@@ -43,7 +44,7 @@ class BulkHistogram(Collector):
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             counts, total = list(self._counts), self._sum
-        family = HistogramMetricFamily(self._name, self._doc, labels=_TOPIC)
+        family = HistogramMetricFamily(self._name, self._documentation, labels=_TOPIC)
         les = [str(float(bound)) for bound in self._bounds] + ["+Inf"]  # as prometheus_client writes them
         family.add_metric([self._topic], list(zip(les, itertools.accumulate(counts), strict=True)), total)
         yield family
