@@ -130,8 +130,10 @@ class WorkerCore:
         return owned
 
     def wake_if_room(self) -> None:
-        """Wake the receiving loop once a refill's worth of room is free (with `lock` held)."""
-        if self.capacity - len(self.leases.held) >= self.refill and not self.wake.is_set():
+        """Wake the receiving loop once a refill's worth of room is free (with `lock` held); ordered, once a
+        receive could take its least (`OrderGate.receivable`) too: else every settled message would wake it."""
+        room = self.capacity - len(self.leases.held) >= self.refill
+        if room and not self.wake.is_set() and (self.gate is None or self.gate.receivable()):
             self.notify()
 
     def finish_ok(self, messages: list[Message], following: list[Message] | None = None) -> list[Message]:
@@ -149,8 +151,7 @@ class WorkerCore:
                 now = now_ms()
                 for _ in owned:
                     self._record(OK, now)
-            if self.capacity - len(held) >= self.refill and not self.wake.is_set():
-                self.notify()
+            self.wake_if_room()
         return owned
 
     def record_outcome(self, outcome: Outcome, now: int) -> None:
@@ -204,7 +205,10 @@ class WorkerCore:
             if permits is None:
                 if free < self.refill:
                     return 0
-                return free if self.gate is None else min(free, self.gate.room)
+                if self.gate is None:
+                    return free
+                room = self.gate.room
+                return min(free, room) if room >= self.gate.min_receive else 0
             return 0 if self.held else min(free, permits)
 
     def releasable(self) -> list[Message]:

@@ -18,6 +18,7 @@ from kmq.worker.outcome import Outcome
 
 _log = logging.getLogger(__name__)
 PAUSE_AFTER_MS = 500
+MIN_RECEIVE_SHARE = 2  # a receive takes at least 1 / this of the partition limit (see `OrderGate.flow`)
 
 
 class WorkerCore(Protocol):
@@ -44,6 +45,9 @@ class OrderGate:
         self._seen: set[int] = set()
         self._full_since: dict[int, int] = {}  # partition -> since when it holds its limit
         self.room = self.limit  # most messages the next receive may take (see `flow`)
+        # The fewest a receive takes: smaller receives cost a START batch, a commit and a fetch's worth of the
+        # consumer's time each, so the loop waits for room rather than take a few messages at a time.
+        self.min_receive = max(1, self.limit // MIN_RECEIVE_SHARE)
 
     def admit(self, messages: list[Message], now_ms: int) -> list[Message]:
         """Received messages (already leased): those that may start now."""
@@ -72,6 +76,13 @@ class OrderGate:
             del core.leases.held[key]
             core.wake_if_room()
             return outcome, self.lanes.done(msg, now_ms)
+
+    def receivable(self) -> bool:
+        """Whether the next receive could take `min_receive` messages (with the core's lock held): while it could
+        not, a message settled is no reason to wake the receiving loop (it checks again at its next tick)."""
+        paused = self.paused
+        fullest = max((count for p, count in self.lanes.held.items() if p not in paused), default=0)
+        return self.limit - fullest >= self.min_receive
 
     def advance(self, messages: list[Message], now_ms: int) -> list[Message]:
         """Messages whose handler returned (the caller holds the core's lock and drops their leases): the next
@@ -141,13 +152,14 @@ class OrderGate:
 
     def flow(self, now_ms: int) -> tuple[set[int], set[int]]:
         """Backpressure, once per loop turn: (partitions to pause, partitions to resume), and `room`, the most
-        messages the next receive may take. No receive takes a partition past its limit. A partition that has held
-        its limit for `PAUSE_AFTER_MS` pauses (a full one that drains at once is not: pausing drops what the consumer
+        messages the next receive may take. No receive takes a partition past its limit, and none takes fewer than
+        `min_receive` (the loop waits for room instead). A partition is full when it has no room for that many; one
+        full for `PAUSE_AFTER_MS` pauses (a full one that drains at once is not: pausing drops what the consumer
         fetched ahead, and a receive returns a partition's messages in runs, which fill it for a moment), and resumes
         once down to half. Pausing is asserted again every turn: a partition assigned anew fetches again."""
         with self.core.lock:
             held = self.lanes.held
-            full_now = {p for p, count in held.items() if count >= self.limit}
+            full_now = {p for p, count in held.items() if count > self.limit - self.min_receive}
             self._full_since = {p: self._full_since.get(p, now_ms) for p in full_now}
             full = {p for p, since in self._full_since.items() if now_ms - since >= PAUSE_AFTER_MS}
             resume = {p for p in self.paused if held.get(p, 0) <= self.limit // 2}

@@ -159,7 +159,7 @@ class Worker:
             self._stop.wait(RECEIVE_RETRY_S)
             return
         if batch:
-            threads.submit(core.admit(batch, now_ms()))
+            threads.submit(core.admit(batch, now_ms()), len(batch))
 
     def _flow(self, client: KmqClient, threads: HandlerThreads) -> None:
         """Ordered: start the retries that are due; pause full partitions, resume those with room again."""

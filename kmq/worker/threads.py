@@ -46,12 +46,15 @@ class HandlerThreads:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, messages: list[Message]) -> None:
+    def submit(self, messages: list[Message], received: int = 0) -> None:
         """Hand messages to the threads: one by one while few are waiting, in small chunks when many are (a chunk
-        costs one hand-off and one acknowledgement step; a slow handler then delays only its chunk-mates)."""
+        costs one hand-off and one acknowledgement step; a slow handler then delays only its chunk-mates).
+
+        `received`: the batch they came from, when larger (ordered: the heads of its lanes; the rest follow them on
+        the same threads, see `_keep`): chunks are sized for the whole batch."""
         if not messages:
             return
-        size = max(1, min(MAX_CHUNK, len(messages) // (4 * self._concurrency)))
+        size = max(1, min(MAX_CHUNK, max(len(messages), received) // (4 * self._concurrency)))
         put = self._queue.put
         for start in range(0, len(messages), size):
             put(messages[start : start + size])
@@ -86,19 +89,39 @@ class HandlerThreads:
             self._on_death(threading.current_thread().name, e)
 
     def _serve_until_stopped(self, index: int) -> None:
-        get, core, busy = self._queue.get, self._core, self._busy
+        get = self._queue.get
         while (chunk := get()) is not _STOP:
-            if self.draining:
-                self._give_back(chunk)
-                continue
-            busy[index] = True
-            done = self._run(chunk)
-            busy[index] = False
-            if done:
-                # Ordered: one lock for the chunk's successes (a lock per message convoys the threads behind the GIL)
-                following: list[Message] = []
-                self.acked.extend(core.finish_ok(done, following))
-                self.submit(following)
+            while chunk:  # ordered: the next messages of the chunk's lanes run on here (see `_keep`)
+                if self.draining:
+                    self._give_back(chunk)
+                    break
+                chunk = self._serve_chunk(index, chunk)
+
+    def _serve_chunk(self, index: int, chunk: list[Message]) -> list[Message]:
+        """Run a chunk; ordered, the messages that may start now (the next of its lanes) that this thread keeps."""
+        busy = self._busy
+        busy[index] = True
+        done = self._run(chunk)
+        busy[index] = False
+        if not done:
+            return []
+        # Ordered: one lock for the chunk's successes (a lock per message convoys the threads behind the GIL)
+        following: list[Message] = []
+        self.acked.extend(self._core.finish_ok(done, following))
+        return self._keep(following)
+
+    def _keep(self, following: list[Message]) -> list[Message]:
+        """Of the messages that may start now (the next of the lanes this thread just ran), those it runs itself.
+
+        A hand-off through the queue per message (a put, a wake-up, a GIL switch) costs more than a short handler,
+        and a key's messages mostly come one after another: the thread runs them on. Only while other threads are
+        idle with nothing queued does it share them, so that a run of slow handlers spreads over the threads."""
+        idle = self._concurrency - self.running  # this thread among them (read unlocked: a hint)
+        if len(following) <= 1 or idle <= 1 or not self._queue.empty():
+            return following
+        keep = max(1, len(following) // idle)
+        self.submit(following[keep:])
+        return following[:keep]
 
     def _run(self, chunk: list[Message]) -> list[Message]:
         """Run the handler on each message the breaker lets start; those it returned from (the rest are settled)."""
