@@ -1,6 +1,6 @@
-"""A Spark standalone cluster on this machine for the tests: a master and two workers started from pyspark's own
-`spark-class` (each its own JVM, bound to 127.0.0.1, one core and a small memory per worker), each in a process
-group of its own so that stopping it also stops the executors it launched."""
+"""A Spark standalone cluster on this machine (the tests' and `kmq bench --master standalone`): a master and two
+workers started from pyspark's own `spark-class` (each its own JVM, bound to 127.0.0.1, one core and a small memory
+per worker), each in a process group of its own so that stopping it also stops the executors it launched."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -17,12 +18,13 @@ from pathlib import Path
 
 import pyspark
 
-from tests.helpers import wait_for
+from kmq.errors import SparkClusterError
 
 SPARK_CLASS = Path(pyspark.__file__).parent / "bin" / "spark-class"
 WORKERS = 2
 WORKER_MEMORY = "768m"
 EXECUTOR_MEMORY = "512m"  # what a driver asks for (SPARK_EXECUTOR_MEMORY): one executor fits a worker
+_START_TIMEOUT_S = 180
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,14 +87,7 @@ def standalone_cluster(work_dir: Path) -> Iterator[StandaloneCluster]:
         workers = tuple(start(_worker_args(n, work_dir, master_url), f"worker{n}.log") for n in range(WORKERS))
         cluster = StandaloneCluster(master_url, f"http://127.0.0.1:{web_port}", workers)
 
-        def ready() -> bool:
-            for process in started:
-                assert process.poll() is None, f"a Spark daemon exited: see {work_dir}"
-            with suppress(OSError):
-                return cluster.alive_workers() == WORKERS
-            return False
-
-        wait_for(ready, 180, interval_s=1, what=f"a Spark master with {WORKERS} workers")
+        _wait_ready(cluster, started, work_dir)
         yield cluster
     finally:
         for process in reversed(started):  # workers first (and the executors in their groups), then the master
@@ -109,3 +104,19 @@ def standalone_cluster(work_dir: Path) -> Iterator[StandaloneCluster]:
 def _worker_args(n: int, work_dir: Path, master_url: str) -> list[str]:
     return ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1", "--memory", WORKER_MEMORY,
             "--webui-port", str(free_port()), "--work-dir", str(work_dir / f"worker{n}"), master_url]  # fmt: skip
+
+
+def _wait_ready(cluster: StandaloneCluster, started: list[subprocess.Popen[bytes]], work_dir: Path) -> None:
+    """Until the master counts every worker alive; SparkClusterError if a daemon exits or it takes too long."""
+    deadline = time.monotonic() + _START_TIMEOUT_S
+    while True:
+        if any(process.poll() is not None for process in started):
+            raise SparkClusterError(f"a Spark daemon exited while the cluster started: see the logs in {work_dir}")
+        with suppress(OSError):
+            if cluster.alive_workers() == WORKERS:
+                return
+        if time.monotonic() > deadline:
+            raise SparkClusterError(
+                f"no Spark master with {WORKERS} workers within {_START_TIMEOUT_S} s: see {work_dir}"
+            )
+        time.sleep(1)
