@@ -170,6 +170,10 @@ class BenchError(KmqError):
     """`kmq bench` could not measure: a contender's process failed or stalled, or the options cannot work."""
 
 
+class SparkClusterError(KmqError):
+    """A standalone Spark cluster on this machine (a master and its workers) did not start."""
+
+
 class JvmKmqError(KmqError):
     """The JVM kmq harness (SoftwareMill's kmq, tests/interop) could not be resolved, started or read."""
 

@@ -15,6 +15,7 @@ from kmq.bench.jsonout import write_json
 from kmq.bench.options import ALL_CONTENDERS, CONTENDERS, KMQ_BATCH, WORKER, WORKER_KEY, BenchOptions
 from kmq.bench.progress import RichDisplay
 from kmq.bench.runner import run_bench
+from kmq.bench.spark_master import DEFAULT_MASTER, parse_master
 from kmq.bench.table import print_report
 from kmq.cli.console import OutputConsole
 from kmq.cli.errors import friendly_errors
@@ -64,12 +65,20 @@ def bench(
             "same rounds (named plain@20us ...)"
         ),
     ] = "0",
+    master: Annotated[
+        str,
+        typer.Option(
+            help="Spark contenders' master: local[N], spark://host:port, or standalone (a master and two "
+            "workers started on this machine for the bench)"
+        ),
+    ] = DEFAULT_MASTER,
 ) -> None:
     """Measure kmq against a plain Kafka consumer and Kafka share groups on one broker, alternating the contenders.
 
     On an embedded broker unless --bootstrap-servers (or KMQ_BOOTSTRAP_SERVERS) names a cluster.
     """
     require("kmq bench", "bench")
+    spark_master = parse_master(master)
     if set(_contenders(contenders)) & set(_SPARK_CONTENDERS):  # a Spark session of their own: kmq/spark/bench_cli.py
         from kmq.spark.bench_cli import run_spark_contenders
 
@@ -77,8 +86,11 @@ def bench(
         chosen = resolve_backend(backend) if bootstrap is None else (backend or "kafka")
         command = "kmq " + shlex.join(sys.argv[1:])
         names = _contenders(contenders)
-        run_spark_contenders(names, chosen, bootstrap, messages, partitions, size, repeat, json_file, command)
+        run_spark_contenders(names, chosen, bootstrap, messages, partitions, size, repeat, json_file, command,
+                             spark_master)  # fmt: skip
         return
+    if spark_master.url != DEFAULT_MASTER:
+        raise ConfigError("--master", "only the Spark contenders (spark-kafka, spark-kmq) run on a Spark master")
     options = BenchOptions(
         messages=messages,
         partitions=partitions,

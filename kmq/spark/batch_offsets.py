@@ -25,23 +25,37 @@ from kmq.errors import OffsetLogError
 from kmq.spark.offset_log import batch_ranges
 
 BatchRuns = dict[int, tuple[Run, ...]]  # queue partition -> its offsets in the micro-batch
+_KEPT = 2  # checkpoint files kept in memory: a batch's and the one before
 
 
-def batch_runs(batch: DataFrame, batch_id: int, topic: str, low: Callable[[int], int]) -> BatchRuns:
+def batch_runs(files: CheckpointFiles, batch_id: int, topic: str, low: Callable[[int], int]) -> BatchRuns:
     """The micro-batch's [from, until) per partition of `topic`, one run each (empty partitions left out)."""
-    files = CheckpointFiles(batch)
     ranges = batch_ranges(files.read, batch_id, topic, low)
     return {partition: ((start, until - start),) for partition, (start, until) in ranges.items()}
 
 
-class CheckpointFiles:
-    """The running query's checkpoint, read through Hadoop's file system (local, HDFS, object stores: as Spark)."""
+def checkpoint_files(batch: DataFrame, known: CheckpointFiles | None) -> CheckpointFiles:
+    """The checkpoint of the query running `batch`: `known` if it is that query's (a lookup in the JVM each micro-
+    batch would cost several py4j round trips), else the query's own."""
+    query_id = batch.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+    if known is not None and known.query_id == query_id:
+        return known
+    return CheckpointFiles(batch, query_id)
 
-    def __init__(self, batch: DataFrame) -> None:
+
+class CheckpointFiles:
+    """The running query's checkpoint, read through Hadoop's file system (local, HDFS, object stores: as Spark).
+
+    The last files read are kept: Spark writes an offset-log file once and never changes it, and each micro-batch
+    reads the file of the batch before it, which the previous micro-batch read as its own."""
+
+    def __init__(self, batch: DataFrame, query_id: str | None) -> None:
         session = batch.sparkSession
         self._jvm: Any = session._jvm  # py4j: Spark's own JVM gateway
         self._hadoop_conf = session._jsc.hadoopConfiguration()  # classic PySpark (py4j)
-        self.root = self._checkpoint_root(session.sparkContext.getLocalProperty("sql.streaming.queryId"))
+        self.query_id = query_id
+        self.root = self._checkpoint_root(query_id)
+        self._recent: dict[str, str] = {}
 
     def _checkpoint_root(self, query_id: str | None) -> str:
         if not query_id:
@@ -53,6 +67,14 @@ class CheckpointFiles:
         return str(query.streamingQuery().resolvedCheckpointRoot())
 
     def read(self, relative: str) -> str | None:
+        text = self._recent.get(relative)
+        if text is None:
+            text = self._read(relative)
+            if text is not None:
+                self._recent = {**dict(list(self._recent.items())[-(_KEPT - 1) :]), relative: text}
+        return text
+
+    def _read(self, relative: str) -> str | None:
         path = self._jvm.org.apache.hadoop.fs.Path(f"{self.root}/{relative}")
         fs = path.getFileSystem(self._hadoop_conf)
         if not fs.exists(path):

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -28,6 +30,7 @@ from kmq.config import KmqConfig
 from kmq.errors import BenchError
 from kmq.producer import KmqProducer, OutgoingMessage
 from kmq.spark.bench_figures import Kind, SparkRun, median_ratio, run_from_progress
+from kmq.spark.standalone import EXECUTOR_MEMORY
 from kmq.spark.stream import kafka_source_options, stream_options
 
 SPARK_KAFKA, SPARK_KMQ = "spark-kafka", "spark-kmq"
@@ -59,15 +62,21 @@ class SparkBenchResult:
 
 def run_spark_bench(
     config: KmqConfig, contenders: tuple[str, ...], messages: int, partitions: int, size: int, repeat: int,
-    master: str = "local[2]", timeout_s: float = 600.0,
+    master: str = "local[2]", standalone_here: bool = False, timeout_s: float = 600.0,
 ) -> SparkBenchResult:  # fmt: skip
-    """Preload `messages` into a fresh queue on `config`'s cluster and time each contender reading all of them."""
+    """Preload `messages` into a fresh queue on `config`'s cluster and time each contender reading all of them.
+    On a cluster's master the executors run PYSPARK_PYTHON, else this interpreter; on the standalone cluster started
+    here (`standalone_here`) they take a memory its workers have, and reach the driver on 127.0.0.1."""
     ensure_topics(config, partitions)
     with KmqProducer(config) as producer:
         producer.send_batch(OutgoingMessage(bytes(size), None, None, n % partitions) for n in range(messages))
+    builder = SparkSession.builder.master(master)
+    if not master.startswith("local"):
+        builder = builder.config("spark.pyspark.python", os.environ.get("PYSPARK_PYTHON") or sys.executable)
+    if standalone_here:
+        builder = builder.config("spark.executor.memory", EXECUTOR_MEMORY).config("spark.driver.host", "127.0.0.1")
     spark = (
-        SparkSession.builder.master(master)
-        .appName("kmq spark bench")
+        builder.appName("kmq spark bench")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.sql.streaming.numRecentProgressUpdates", "10000")  # every micro-batch of a run

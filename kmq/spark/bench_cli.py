@@ -6,7 +6,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from rich.table import Table
 
 from kmq.bench.options import BenchOptions
 from kmq.bench.runner import open_cluster
+from kmq.bench.spark_master import DEFAULT_MASTER, BenchMaster
 from kmq.config import KmqConfig
 from kmq.embedded import KafkaCluster
 from kmq.errors import ConfigError
@@ -28,33 +32,50 @@ from kmq.spark.bench import (
     run_spark_bench,
 )
 from kmq.spark.bench_figures import KINDS, Kind, median_ratio
+from kmq.spark.standalone import standalone_cluster
 
 TARGET_RATIO = 0.95
+LOCAL_MASTER = BenchMaster(DEFAULT_MASTER)
 _TITLES: dict[Kind, str] = {"end_to_end": "end to end from start()", "steady": "steady state (batches after the first)"}
 
 
 def run_spark_contenders(
     contenders: tuple[str, ...], backend: str, bootstrap_servers: str | None, messages: int, partitions: int,
     size: int, repeat: int, json_file: Path | None = None, command: str = "",
+    master: BenchMaster = LOCAL_MASTER,
 ) -> None:  # fmt: skip
-    """`kmq bench --contenders spark-kafka,spark-kmq`: on the cluster the options name, or an embedded broker."""
+    """`kmq bench --contenders spark-kafka,spark-kmq`: on the cluster the options name, or an embedded broker; Spark
+    on `master` (`standalone`: a master and two workers started here for the bench, stopped after it)."""
     unknown = [name for name in contenders if name not in (SPARK_KAFKA, SPARK_KMQ)]
     if unknown:
         raise ConfigError("--contenders", f"spark-kafka and spark-kmq run on their own, not with {', '.join(unknown)}")
     with open_cluster(BenchOptions(backend=backend, bootstrap_servers=bootstrap_servers)) as cluster:
-        result = bench_spark(cluster, contenders, messages, partitions, size, repeat)
+        with spark_master(master) as (url, started_here):
+            result = bench_spark(cluster, contenders, messages, partitions, size, repeat, url, started_here)
         broker = bootstrap_servers or f"embedded {backend}"
-    print_spark_report(result, broker, messages, Console(highlight=False))
+    where = f"{broker}, Spark {master.url}"
+    print_spark_report(result, where, messages, Console(highlight=False))
     if json_file is not None:
         options = {"messages": messages, "partitions": partitions, "size": size, "repeat": repeat, "broker": broker,
-                   "rows_per_batch": ROWS_PER_BATCH, "rows_per_task": ROWS_PER_TASK}  # fmt: skip
+                   "master": master.url, "rows_per_batch": ROWS_PER_BATCH, "rows_per_task": ROWS_PER_TASK}  # fmt: skip
         json_file.write_text(json.dumps(spark_report_dict(result, command, options), indent=2) + "\n", encoding="utf-8")
 
 
 def bench_spark(cluster: KafkaCluster, contenders: tuple[str, ...], messages: int, partitions: int, size: int,
-                repeat: int) -> SparkBenchResult:  # fmt: skip
+                repeat: int, master_url: str = DEFAULT_MASTER,
+                started_here: bool = False) -> SparkBenchResult:  # fmt: skip
     config: KmqConfig = cluster.config(f"bench-spark-{uuid.uuid4().hex[:8]}")
-    return run_spark_bench(config, contenders, messages, partitions, size, repeat)
+    return run_spark_bench(config, contenders, messages, partitions, size, repeat, master_url, started_here)
+
+
+@contextmanager
+def spark_master(master: BenchMaster) -> Iterator[tuple[str, bool]]:
+    """The master URL to use, and whether its cluster was started here (`standalone`: stopped on leaving)."""
+    if not master.standalone:
+        yield master.url, False
+        return
+    with tempfile.TemporaryDirectory(prefix="kmq-bench-spark-") as work_dir, standalone_cluster(Path(work_dir)) as made:
+        yield made.master_url, True
 
 
 def print_spark_report(result: SparkBenchResult, broker: str, messages: int, console: Console) -> None:

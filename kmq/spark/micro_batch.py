@@ -6,6 +6,8 @@
 3. The handler runs; the rows it returns as not ok are nacked or dead-lettered (`not_ok`).
 4. One BATCH END per partition for every other offset of the batch, then the kmq group's offsets committed (the
    rest of kmq — `kmq audit`, lag — sees the stream's progress; Spark's checkpoint stays the truth on restart).
+   Neither is waited for here: the next micro-batch waits for them before its STARTs (by then they are long
+   acknowledged), and `close()` when the query has stopped, so kmq's round trips stay off the stream's path.
 
 A micro-batch Spark replays after a restart writes its STARTs again, then its ENDs: a START after the earlier END
 makes its rows pending again until the new END, so nothing is lost and nothing is redelivered once the END is
@@ -26,7 +28,7 @@ from pyspark.sql import DataFrame
 from kmq.batch_markers import split_runs
 from kmq.errors import ConfigError, DeliveryError, MarkerWriteError
 from kmq.marker_writer import MarkerWriter, StartWriter
-from kmq.spark.batch_offsets import BatchRuns, batch_runs, ends_of, without
+from kmq.spark.batch_offsets import BatchRuns, CheckpointFiles, batch_runs, checkpoint_files, ends_of, without
 from kmq.spark.not_ok import collect_not_ok, write_not_ok
 from kmq.spark.options import SourceOptions
 from kmq.spark.python_exec import ensure_python
@@ -50,6 +52,7 @@ class MarkedBatches:
         self._starts: StartWriter | None = None
         self._ends: MarkerWriter | None = None
         self._positions: Any = None  # kmq.spark.positions.QueuePositions, made at the first batch
+        self._files: CheckpointFiles | None = None  # the running query's checkpoint
         # The last micro-batch's cost of kmq (the bench reports them): reading its offsets from the offset log, and
         # writing its markers and committing (the driver's Kafka round trips).
         self.last_offsets_ms = 0
@@ -62,16 +65,18 @@ class MarkedBatches:
 
     def _handle(self, batch: DataFrame, batch_id: int) -> None:
         began = time.monotonic()
-        runs = batch_runs(batch, batch_id, self.options.config.queue_topic, self._positions.low)  # 1.
+        self._files = checkpoint_files(batch, self._files)
+        runs = batch_runs(self._files, batch_id, self.options.config.queue_topic, self._positions.low)  # 1.
         self.last_offsets_ms = round((time.monotonic() - began) * 1000)
         began = time.monotonic()
+        self._settle_ends()  # the previous micro-batch's ENDs and commit, long acknowledged by now
         self._write_starts(runs)  # 2.
         marker_s = time.monotonic() - began
         not_ok = collect_not_ok(self.handler(batch, batch_id), runs)  # 3.
         write_not_ok(batch, not_ok, self._raw_options)
         began = time.monotonic()
         self._write_ends(without(runs, ((a.partition, a.offset) for a in not_ok)))  # 4.
-        self._positions.commit(ends_of(runs))
+        self._positions.commit(ends_of(runs), asynchronous=True)
         self.last_marker_ms = round((marker_s + time.monotonic() - began) * 1000)
         _log.debug("micro-batch %d: %d partitions, %d not ok; offsets %d ms, markers %d ms", batch_id, len(runs),
                    len(not_ok), self.last_offsets_ms, self.last_marker_ms)  # fmt: skip
@@ -103,14 +108,22 @@ class MarkedBatches:
             raise MarkerWriteError(self.options.config.markers_topic, partition, partition_runs[0][0], str(e)) from e
 
     def _write_ends(self, runs: BatchRuns) -> None:
+        """Produce the ENDs; they are waited for when the next micro-batch begins (`_settle_ends`), not here: the
+        round trip would hold up the stream, and a lost END only costs a redelivery."""
         ends = self._ends
         assert ends is not None
         for partition, partition_runs in runs.items():
             for piece in split_runs(partition_runs):
                 ends.batch_end(partition, piece)
-        remaining = ends.flush(_WAIT_S)
-        if remaining:  # a lost END only costs a redelivery, but a cluster away this long stops the query loudly
+
+    def _settle_ends(self) -> None:
+        """Wait for the ENDs in flight and check the last asynchronous commit: a cluster away this long stops the
+        query loudly."""
+        assert self._ends is not None
+        remaining = self._ends.flush(_WAIT_S)
+        if remaining:
             raise DeliveryError(self.options.config.markers_topic, None, f"{remaining} END markers not acknowledged")
+        self._positions.check_commits()
 
     def close(self) -> None:
         """Flush and drop the driver's clients, once the query has stopped (else the process's end does it); a later
@@ -119,5 +132,5 @@ class MarkedBatches:
             if writer is not None:
                 writer.flush(_WAIT_S)
         if self._positions is not None:
-            self._positions.close()
+            self._positions.close()  # waits for the last commit
         self._starts, self._ends, self._positions = None, None, None

@@ -25,7 +25,9 @@ class QueuePositions:
         # query's start); its error_cb fails a refused login at once, as check_topics' own client would.
         watch = SecurityWatch()
         settings = consumer_settings(config, config.group_id)
-        self._consumer = Consumer({**settings, "error_cb": watch})
+        self._consumer = Consumer({**settings, "error_cb": watch, "on_commit": self._committed_async})
+        self._commit_failure: KafkaError | None = None  # of an asynchronous commit, raised by check_commits
+        self._unsettled: dict[int, int] | None = None  # the last asynchronous commit's positions
         try:
             self.partitions = check_topics(config, admin=self._consumer, watch=watch)
         except BaseException:
@@ -54,21 +56,48 @@ class QueuePositions:
             else:
                 return found
 
-    def commit(self, positions: dict[int, int]) -> None:
-        """Commit the kmq group's offsets (the rest of kmq then sees the stream's progress)."""
+    def commit(self, positions: dict[int, int], *, asynchronous: bool = False) -> None:
+        """Commit the kmq group's offsets (the rest of kmq then sees the stream's progress). An asynchronous commit's
+        outcome is checked by `check_commits` (and `close` makes it synchronously again)."""
         tps = [TopicPartition(self.config.queue_topic, p, o) for p, o in positions.items() if o > 0]
         if not tps:
             return
+        self._unsettled = positions if asynchronous else None
         try:
-            self._consumer.commit(offsets=tps, asynchronous=False)
+            if asynchronous:
+                self._consumer.commit(offsets=tps, asynchronous=True)
+            else:
+                self._consumer.commit(offsets=tps, asynchronous=False)
         except KafkaException as e:
-            if not _coordinator_busy(e):
-                raise CommitError(f"committing {self.config.group_id} offsets on {self.config.queue_topic}: {e}") from e
-            # Spark's checkpoint is the source of truth: the group's offsets only show progress, the next batch retries.
-            _log.warning("committing %s offsets on %s: %s", self.config.group_id, self.config.queue_topic, e)
+            self._failed(e.args[0] if e.args else None, e)
+
+    def check_commits(self) -> None:
+        """Serve the asynchronous commits' outcomes; CommitError for one that failed other than by a busy
+        coordinator."""
+        self._consumer.poll(0)
+        failure, self._commit_failure = self._commit_failure, None
+        if failure is not None:
+            self._failed(failure, KafkaException(failure))
+
+    def _committed_async(self, error: KafkaError | None, _partitions: list[TopicPartition]) -> None:
+        if error is not None:
+            self._commit_failure = error
+
+    def _failed(self, error: object, exception: KafkaException) -> None:
+        if not _coordinator_busy(exception):
+            raise CommitError(
+                f"committing {self.config.group_id} offsets on {self.config.queue_topic}: {error}"
+            ) from exception
+        # Spark's checkpoint is the source of truth: the group's offsets only show progress, the next batch retries.
+        _log.warning("committing %s offsets on %s: %s", self.config.group_id, self.config.queue_topic, error)
 
     def close(self) -> None:
-        self._consumer.close()
+        """Close the consumer; the last asynchronous commit is made again, synchronously, so it is done here."""
+        try:
+            if self._unsettled is not None:
+                self.commit(self._unsettled)
+        finally:
+            self._consumer.close()
 
     def low(self, partition: int) -> int:
         """The partition's log start offset (its first offset retention kept)."""

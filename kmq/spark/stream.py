@@ -54,16 +54,21 @@ def kafka_source_options(options: SourceOptions, starting_offsets: Mapping[int, 
 
 def redelivery_count(headers: Column) -> Column:
     """The `kmq-redelivery-count` header (its last value) as an int: one byte, or a big-endian int32 (PROTOCOL.md);
-    0 when absent, of another length, or negative — as `kmq.headers.decode_count` reads it."""
-    found = F.filter(headers, lambda pair: pair["key"] == F.lit(h.REDELIVERY_COUNT))
-    value = F.try_element_at(found, F.lit(-1))["value"]  # try_: ANSI mode fails element_at past the end
+    0 when absent, of another length, or negative — as `kmq.headers.decode_count` reads it.
+
+    Plain array functions only, no lambda: a higher-order function (`filter`) is interpreted row by row and keeps
+    the whole projection out of Spark's generated code, and this column is computed for every row a handler reads.
+    A first delivery (no headers) costs one size check."""
+    from_end = F.array_position(F.reverse(headers.getField("key")), F.lit(h.REDELIVERY_COUNT))  # 1-based; 0: none
+    value = F.element_at(F.reverse(headers.getField("value")), F.when(from_end > 0, from_end).cast("int"))
     number = F.conv(F.hex(value), 16, 10).cast("long")
     count = (
         F.when(F.length(value) == 1, number)
         .when((F.length(value) == 4) & (number <= _INT32_MAX), number)
         .otherwise(F.lit(0))
     )
-    return F.coalesce(F.when(F.size(found) > 0, count), F.lit(0)).cast("int")
+    found = F.coalesce(F.when(from_end > 0, count), F.lit(0)).cast("int")
+    return F.when(F.size(headers) <= 0, F.lit(0)).otherwise(found)  # size is -1 for null headers
 
 
 def _starting_offsets(options: SourceOptions) -> dict[int, int]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kmq.batch_markers import BatchEnd, BatchStart
+from kmq.bench.spark_master import parse_master
 from kmq.errors import AckInputError, ConfigError
 from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq.spark.acking import parse
@@ -184,3 +185,19 @@ def test_the_spark_bench_json_has_both_ratios_of_every_round_and_no_nan() -> Non
     assert data["ratios"]["steady"] == {"median": 1.0, "rounds": [None, 1.0]}
     assert data["runs"]["spark-kmq"][0]["steady_rows"] == 500
     json.dumps(data, allow_nan=False)
+
+
+@pytest.mark.parametrize("text", ["local", "local[2]", "local[*]", "local[2,3]", "spark://127.0.0.1:7077",
+                                  "spark://a:7077,b:7077", " standalone "])  # fmt: skip
+def test_bench_master_accepts_local_cluster_urls_and_standalone(text: str) -> None:
+    master = parse_master(text)
+    assert master.url == text.strip()
+    assert master.standalone == (text.strip() == "standalone")
+    assert master.local == text.startswith("local")
+
+
+@pytest.mark.parametrize("text", ["", "local[0]", "local[two]", "spark://", "spark://host", "yarn", "standalone2",
+                                  "http://127.0.0.1:7077"])  # fmt: skip
+def test_bench_master_refuses_anything_else_naming_the_option(text: str) -> None:
+    with pytest.raises(ConfigError, match="--master"):
+        parse_master(text)

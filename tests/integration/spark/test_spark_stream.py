@@ -230,7 +230,31 @@ def test_the_redelivery_count_reads_both_header_encodings(spark: SparkSession) -
     count = "kmq-redelivery-count"
     rows = [([],), ([(count, bytes([5]))],), ([(count, (300).to_bytes(4, "big"))],),
             ([(count, bytes([1])), (count, bytes([2]))],), ([(count, (-1).to_bytes(4, "big", signed=True))],),
-            ([("other", b"\x07")],), (None,)]  # fmt: skip
+            ([("other", b"\x07")],), (None,), ([(count, bytes([3])), ("other", b"\x09")],), ([(count, None)],),
+            ([(count, bytes([4])), (count, b"\x00\x00")],)]  # fmt: skip
     frame = spark.createDataFrame(rows, headers)
     counts = [row[0] for row in frame.select(redelivery_count(F.col("headers"))).collect()]
-    assert counts == [0, 5, 300, 2, 0, 0, 0]
+    assert counts == [0, 5, 300, 2, 0, 0, 0, 3, 0, 0]
+
+
+def test_the_redelivery_count_is_compiled_with_the_projection(
+    spark: SparkSession, make_config: MakeConfig, tmp_path: Path
+) -> None:
+    # given a message on the queue, read by read_stream into foreachBatch
+    config = make_config(partitions=1)
+    with KmqProducer(config) as producer:
+        producer.send_batch([OutgoingMessage(b"v", None, None, 0)])
+    stream = kmq.spark.read_stream(spark, config.queue_topic, **stream_options(config))
+    # when a micro-batch runs
+    query = (
+        stream.writeStream.foreachBatch(lambda batch, batch_id: batch.write.format("noop").mode("append").save())
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120), "the micro-batch did not end within 120 s"
+    # then the projection that adds redelivery_count to the rows Spark's Kafka source reads is inside Spark's
+    # whole-stage generated code ("*(n)"), not interpreted row by row beside it
+    plan = str(query._jsq.streamingQuery().lastExecution().executedPlan().toString())  # py4j: as explain() prints
+    project = next(line for line in plan.splitlines() if "redelivery_count" in line)
+    assert project.lstrip("+- :").startswith("*("), plan
