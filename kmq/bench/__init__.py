@@ -2,7 +2,7 @@
 share groups on one broker in one run, plus the tracker's and the REST facade's own benchmarks.
 
 Each consumer run happens in a worker process of its own (`kmq.bench.worker`) on a fresh, preloaded queue; the
-contenders alternate (A B C A B C ...) and the report gives medians, so machine noise hits them all alike.
+contenders alternate (A B C C B A ...) and the report gives medians, so machine noise hits them all alike.
 """
 
 from __future__ import annotations

@@ -125,5 +125,11 @@ class BenchOptions:
 
     @property
     def schedule(self) -> list[tuple[int, str]]:
-        """(round, run name) in the order they run: A B C A B C ..., so drift hits every contender alike."""
-        return [(round_, name) for round_ in range(self.repeat) for name in self.measured]
+        """(round, run name) in the order they run: A B C C B A A B C ..., every other round reversed, so that a load
+        that rises or falls during the bench favours no contender (with A always first, a falling load favoured the
+        last of each round)."""
+        return [
+            (round_, name)
+            for round_ in range(self.repeat)
+            for name in (self.measured if round_ % 2 == 0 else reversed(self.measured))
+        ]

@@ -1,4 +1,4 @@
-"""`run_bench`: every contender `repeat` times, alternating (A B C A B C ...) on one broker, then the medians."""
+"""`run_bench`: every contender `repeat` times, alternating (A B C C B A ...) on one broker, then the medians."""
 
 from __future__ import annotations
 

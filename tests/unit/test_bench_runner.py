@@ -38,7 +38,7 @@ def test_a_cluster_without_share_groups_skips_share_once_and_measures_the_rest(m
     runs, notes = runner._run_all(FakeCluster(), options, Silent())  # type: ignore[arg-type]
 
     assert [(r.round, r.contender) for r in runs] == options.schedule
-    assert measure.calls == [(PLAIN, 0), (KMQ, 0), (SHARE, 0), (PLAIN, 1), (KMQ, 1)]  # share is not tried again
+    assert measure.calls == [(PLAIN, 0), (KMQ, 0), (SHARE, 0), (KMQ, 1), (PLAIN, 1)]  # share is not tried again
     assert all(r.skipped for r in runs if r.contender == SHARE)
     assert SHARE_UNAVAILABLE in notes[SHARE]
 
@@ -74,6 +74,6 @@ def test_every_contender_warms_up_once_before_the_measured_rounds_and_is_not_cou
     runs, notes = runner._run_all(FakeCluster(), options, Silent())  # type: ignore[arg-type]
 
     warm_up = [(PLAIN, WARM_UP_ROUND), (KMQ, WARM_UP_ROUND), (SHARE, WARM_UP_ROUND)]
-    assert measure.calls == [*warm_up, (PLAIN, 0), (KMQ, 0), (PLAIN, 1), (KMQ, 1)]  # share: unavailable, found once
+    assert measure.calls == [*warm_up, (PLAIN, 0), (KMQ, 0), (KMQ, 1), (PLAIN, 1)]  # share: unavailable, found once
     assert [(r.round, r.contender) for r in runs] == options.schedule  # the warm-up is in no run, no median
     assert SHARE_UNAVAILABLE in notes[SHARE]
