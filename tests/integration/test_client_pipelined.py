@@ -22,7 +22,7 @@ from kmq.markers import MarkerKey, StartMarker, decode_marker
 from kmq.message import Message
 from tests.helpers import Record, committed_offsets, read_topic, wait_for
 from tests.integration.marker_formats import FORMATS
-from tests.integration.test_client import receive_all, send
+from tests.integration.test_client import pipeline_of, receive_all, send
 
 MakeConfig = Callable[..., KmqConfig]
 START_DELAY_S = 0.3
@@ -102,8 +102,7 @@ class SlowStarts:
 
 
 def slow_starts(client: KmqClient, delay_s: float = START_DELAY_S) -> SlowStarts:
-    assert client._pipeline is not None, "the client is not pipelined"
-    writer = client._pipeline._writer
+    writer = pipeline_of(client)._writer
     slow = SlowStarts(writer.producer, delay_s)
     writer.producer = slow  # type: ignore[assignment]  # duck-typed
     return slow
@@ -158,9 +157,9 @@ def test_offsets_are_committed_only_once_every_start_below_them_is_acknowledged(
     send(config, 120)
     with KmqClient(config) as client:
         slow = slow_starts(client)
-        assert client._pipeline is not None
-        watch = CommitWatch(client._pipeline._consumer, slow)
-        client._pipeline._consumer = watch  # type: ignore[assignment]  # duck-typed
+        pipeline = pipeline_of(client)
+        watch = CommitWatch(pipeline._consumer, slow)
+        pipeline._consumer = watch  # type: ignore[assignment]  # duck-typed
         client._consumer = watch  # type: ignore[assignment]
         receive_all(client, 120)  # handed over long before the slow STARTs are acknowledged
         wait_for(lambda: committed(config) == 120, 30, what="the asynchronous commits")
