@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kmq.bench.measure import BatchClock
 from kmq.config import KmqConfig
@@ -60,8 +60,16 @@ class PlainContender:
             if clock.batch(received, time.perf_counter() - began, arrived):
                 progress(clock.received)
         if self._asynchronous:  # the window ends with every commit done, as the synchronous one's does
-            self._consumer.commit(asynchronous=False)
+            self._commit_rest()
         return clock.figures()
+
+    def _commit_rest(self) -> None:
+        """The last commit, synchronously: _NO_OFFSET when the asynchronous ones already committed everything."""
+        try:
+            self._consumer.commit(asynchronous=False)
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError._NO_OFFSET:
+                raise
 
     def close(self) -> None:
         self._consumer.close()
