@@ -71,16 +71,22 @@ class SlowStarts:
 
     def produce_batch(self, topic: str, records: list[dict[str, Any]], partition: int, on_delivery: Any) -> int:
         def later() -> None:
-            queued = self._real.produce_batch(topic, records, partition=partition, on_delivery=report)
+            for record in records:  # a record's own callback (a partition's last START) is watched too
+                if "callback" in record:
+                    record["callback"] = watched(record["callback"])
+            queued = self._real.produce_batch(topic, records, partition=partition, on_delivery=watched(on_delivery))
             assert queued == len(records)
             with self._lock:
                 self._held -= len(records)
 
-        def report(error: KafkaError | None, message: KafkaMessage) -> None:
-            if error is None:
-                offsets = started_offsets(message.key(), message.value())
-                self.acked.update((message.partition() or 0, offset) for offset in offsets)
-            on_delivery(error, message)
+        def watched(callback: Any) -> Any:
+            def report(error: KafkaError | None, message: KafkaMessage) -> None:
+                if error is None:
+                    offsets = started_offsets(message.key(), message.value())
+                    self.acked.update((message.partition() or 0, offset) for offset in offsets)
+                callback(error, message)
+
+            return report
 
         with self._lock:
             self._held += len(records)
