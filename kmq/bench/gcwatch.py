@@ -1,7 +1,8 @@
 """Inside a worker process: the cyclic garbage collector's collections and their time over the measured window.
 
-Measured with `gc.callbacks` (called at each collection's start and stop, on the thread that triggered it): a figure
-robust to a loaded machine, as it counts collections rather than timing a whole run. Objects the collector follows
+Measured with `gc.callbacks` (called at each collection's start and stop, on the thread that triggered it), the time
+as that thread's CPU time (`time.thread_time`): robust to a loaded machine, where a collection's wall time includes
+the time the thread waited for a core. Objects the collector follows
 (every `Message`, a tuple subclass, stays tracked) make the collections more frequent and longer."""
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class GcWatch:
             gc.callbacks.remove(self._callback)
 
     def figures(self, messages: int) -> dict[str, Any]:
-        """Collections per 1000 messages (each generation) and the collector's µs per message."""
+        """Collections per 1000 messages (each generation) and the collector's CPU µs per message."""
         per_k = 1000 / max(messages, 1)
         return {
             "gc_collections_per_1k_msgs": [round(n * per_k, 3) for n in self.collections],
@@ -36,7 +37,7 @@ class GcWatch:
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            self._began = time.perf_counter()
+            self._began = time.thread_time()
         else:
-            self.seconds += time.perf_counter() - self._began
+            self.seconds += time.thread_time() - self._began
             self.collections[info["generation"]] += 1
