@@ -10,6 +10,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from kmq.bench.measure import BatchClock
+from kmq.bench.work import burn
 from kmq.config import KmqConfig
 from kmq.errors import BenchError
 from kmq.kafka import consumer_settings
@@ -24,7 +25,8 @@ class PlainContender:
     Overhead of a batch: the offset commit (`asynchronous`: its sending only).
     """
 
-    def __init__(self, config: KmqConfig, batch: int, asynchronous: bool = False) -> None:
+    def __init__(self, config: KmqConfig, batch: int, asynchronous: bool = False, work_us: int = 0) -> None:
+        self._work_us = work_us  # the CPU the handler burns per message, as every contender's does
         self._topic = config.queue_topic
         self._batch = batch
         self._asynchronous = asynchronous
@@ -52,6 +54,8 @@ class PlainContender:
             if not received:
                 clock.check_stall(stall_s)
                 continue
+            for _ in range(received if self._work_us else 0):
+                burn(self._work_us)
             began = time.perf_counter()
             if self._asynchronous:
                 self._consumer.commit(asynchronous=True)

@@ -10,6 +10,7 @@ from confluent_kafka import KafkaException, Producer, ShareConsumer
 
 from kmq.bench.measure import BatchClock
 from kmq.bench.protocol import SHARE_UNAVAILABLE
+from kmq.bench.work import burn
 from kmq.config import KmqConfig
 from kmq.errors import BenchError
 
@@ -36,8 +37,9 @@ class ShareContender:
     queue preloaded, and every record of it is delivered.
     """
 
-    def __init__(self, config: KmqConfig, batch: int, partitions: int) -> None:
+    def __init__(self, config: KmqConfig, batch: int, partitions: int, work_us: int = 0) -> None:
         self._config = config
+        self._work_us = work_us  # the CPU the handler burns per message, as every contender's does
         self._partitions = partitions
         settings = {**config.kafka_settings(), **config.consumer_kafka_config}
         settings = {k: v for k, v in settings.items() if k not in _NOT_FOR_SHARE}
@@ -72,6 +74,8 @@ class ShareContender:
                 clock.check_stall(stall_s)
                 continue
             received = sum(record.value() != PROBE for record in records)  # the no-op processing; probes don't count
+            for _ in range(received if self._work_us else 0):
+                burn(self._work_us)
             began = time.perf_counter()
             for record in records:
                 consumer.acknowledge(record)

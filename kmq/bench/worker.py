@@ -41,11 +41,11 @@ class Contender(Protocol):
 
 def make_contender(name: str, config: KmqConfig, batch: int, partitions: int, work_us: int = 0) -> Contender:
     if name in (PLAIN, PLAIN_ASYNC):
-        return PlainContender(config, batch, asynchronous=name == PLAIN_ASYNC)
+        return PlainContender(config, batch, asynchronous=name == PLAIN_ASYNC, work_us=work_us)
     if name in (KMQ, KMQ_BATCH):  # the marker format comes with the config (KMQ_MARKER_FORMAT)
         return KmqContender(config, batch, work_us)
     if name == SHARE:
-        return ShareContender(config, batch, partitions)
+        return ShareContender(config, batch, partitions, work_us)
     if name in (WORKER, WORKER_KEY):
         ordering = Ordering.KEY if name == WORKER_KEY else Ordering.NONE
         return WorkerContender(config, batch, ordering, work_us)

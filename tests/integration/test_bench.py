@@ -109,3 +109,21 @@ def test_the_worker_contender_is_measured_against_the_bare_client_in_the_same_ro
     target = next(t for t in data["targets"] if t["name"] == "worker ÷ kmq-batch throughput")
     assert target["measured"] > 0
     assert "worker ÷ kmq-batch throughput" in out
+
+
+def test_every_consumer_contender_burns_the_handlers_cpu(tmp_path: Path, kafka: KafkaCluster) -> None:
+    # `--work-us`: every contender's handler spins that long per message, the baselines' as much as kmq's, so their
+    # windows last at least that long per message (a lower bound on the clock, whatever the machine's load)
+    on_kafka = backend_under_test() == "kafka"
+    broker = ("--bootstrap-servers", kafka.bootstrap_servers) if on_kafka else ("--backend", "mock")
+    work_us, messages = 200, 1000
+    data, _ = bench(
+        tmp_path,
+        *broker,
+        *("--contenders", "plain,plain-async,share", "--messages", str(messages), "--work-us", str(work_us)),
+        *("--repeat", "1", "--no-warm-up"),
+    )
+    measured = {r["contender"]: r["figures"] for r in data["runs"] if not r["skipped"]}
+    assert {"plain", "plain-async"} <= set(measured)
+    for contender, figures in measured.items():
+        assert figures["elapsed_s"] >= messages * work_us / 1e6, contender
