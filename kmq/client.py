@@ -5,34 +5,26 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
 from kmq import headers as h
-from kmq._transactional import TransactionalStarts
 from kmq.admin import check_topics
 from kmq.config import KmqConfig
 from kmq.consumer_turns import SLICE_S, ConsumerTurns
 from kmq.delivery import DeliveryGroup
 from kmq.end_batcher import PARTITION_SHIFT, EndBatcher
-from kmq.errors import (
-    ClientClosedError,
-    CommitError,
-    DeliveryError,
-    KmqError,
-    MarkerWriteError,
-    TrackerCompatibilityError,
-)
+from kmq.errors import ClientClosedError, TrackerCompatibilityError
 from kmq.kafka import consumer_settings, produce, producer_settings
 from kmq.liveness import KafkaLiveness
-from kmq.marker_writer import MarkerWriter, StartWriter, first_of
+from kmq.marker_writer import MarkerWriter
 from kmq.markers import MarkerKey
-from kmq.message import Message, Offsets, from_records, offsets_by_partition
+from kmq.message import Message, from_records, offsets_by_partition
 from kmq.retention import RetentionLimit
-from kmq.start_pipeline import StartPipeline
+from kmq.starts import Starts, start_mode
 
 _log = logging.getLogger(__name__)
 Target = Message | MarkerKey
@@ -55,31 +47,30 @@ class KmqClient:
         self._consumer = Consumer({**settings, "on_commit": self._on_commit} if pipelined else settings)
         self._turns = ConsumerTurns()  # receive()'s consume never starves a commit from another thread
         self._ends: EndBatcher | None = None
-        self._pipeline: StartPipeline | None = None
+        starts: Starts | None = None
         try:
             self._markers = MarkerWriter(config)
-            if pipelined:
-                self._pipeline = StartPipeline(config, self._consumer, turns=self._turns)
+            starts = start_mode(config, self._consumer, self._turns, self._rewind, marker_timeout_s)
+            self._gate = starts.gate
             if config.marker_format == "batch":
-                hold = None if self._pipeline is None else self._pipeline.gate.held
+                hold = None if self._gate is None else self._gate.held
                 self._ends = EndBatcher(self._markers.batch_end, config.end_flush_ms, hold=hold)
-            self._transactions = TransactionalStarts(config, self._consumer) if config.transactional else None
         except BaseException:
             # Nothing half-made stays behind (a caller such as the REST facade tries again and again).
             if self._ends is not None:
                 self._ends.close()
-            if self._pipeline is not None:
-                self._pipeline.close(0)
+            if starts is not None:
+                starts.close(0)
             self._consumer.close()
             if "_markers" in self.__dict__:  # (it holds a bound method of its own: only the cyclic GC would free it)
                 self._markers.producer.close()
             raise
+        self._starts = starts
         self._revoke_listeners: list[Callable[[set[int]], object]] = []
         self._consumer.subscribe([config.queue_topic], on_revoke=self._on_revoke)
-        self._gate = None if self._pipeline is None else self._pipeline.gate
+        self._begin = self._starts.begin
         self._end_at = self._markers.end_at if self._ends is None else self._ends.add
         self._ack = None if self._ends is None else self._ends.add_ack
-        self._starts = StartWriter(config) if self._transactions is None and self._pipeline is None else None
         self._retention = RetentionLimit(config)
         self._liveness = KafkaLiveness(self._consumer, config, config.queue_topic, f"the consumer of {config.group_id}")
         self._lock = threading.Lock()
@@ -98,8 +89,7 @@ class KmqClient:
         `msg_timeout_ms` overrides the configured time the application has before a redelivery.
         """
         self._check_open()
-        if self._pipeline is not None:
-            self._check_pipeline(self._pipeline)
+        self._starts.check()
         self._retention.check(
             self.config.msg_timeout_ms if msg_timeout_ms is None else msg_timeout_ms, "msg_timeout_ms"
         )
@@ -113,18 +103,8 @@ class KmqClient:
         # The tracker's deadline is the marker's timestamp + timeout; the clock before producing is a safe estimate.
         deadline_ms = time.time_ns() // 1_000_000 + timeout_ms
         messages = from_records(records, self.config.queue_topic, deadline_ms)
-        offsets = offsets_by_partition(messages)
-        if self._pipeline is not None:
-            # 2. STARTs queued; 3. committed by the pipeline once they are acknowledged (PROTOCOL.md's four rules).
-            self._send_starts(self._pipeline, offsets, timeout_ms)
-            return messages  # 4.
-        commit = _next_offsets(self.config.queue_topic, offsets)
-        if self._transactions is not None:
-            # 2+3. STARTs and the offset commit in one transaction.
-            self._in_transaction(offsets, commit, timeout_ms)
-        else:
-            self._write_starts(offsets, timeout_ms)  # 2. STARTs, acks=all.
-            self._commit(offsets, commit)  # 3. Commit the batch's offsets.
+        # 2-3. STARTs and the offsets' commit, as the start mode does them (kmq.starts).
+        self._begin(offsets_by_partition(messages), timeout_ms)
         # 4. Hand the messages to the application.
         return messages
 
@@ -135,15 +115,7 @@ class KmqClient:
 
         For a caller whose acknowledgements do not go through this client, which therefore cannot hold them back
         until the START is acknowledged: the REST facade, whose receipts may be settled on any replica."""
-        pipeline = self._pipeline
-        if pipeline is None:
-            return
-        timeout_s = self._marker_timeout_s if timeout_s is None else timeout_s
-        settled = pipeline.drain(timeout_s)
-        self._check_pipeline(pipeline)
-        in_flight = pipeline.first_in_flight()
-        if not settled and in_flight is not None:
-            raise MarkerWriteError(self.config.markers_topic, *in_flight, f"not acknowledged within {timeout_s}s")
+        self._starts.wait_started(self._marker_timeout_s if timeout_s is None else timeout_s)
 
     def processed(self, msg: Target) -> None:
         """5. The message is done: write END without waiting (a lost END only costs a redelivery).
@@ -211,13 +183,10 @@ class KmqClient:
     def flush(self, timeout_s: float = 30.0) -> None:
         """Write the acknowledgements gathered so far, and wait until every marker written is acknowledged (or the
         timeout passes). Pipelined: first wait for the STARTs in flight and commit what they allow, synchronously."""
-        if self._pipeline is not None:
-            self._settle_starts(self._pipeline, timeout_s)
+        self._starts.settle(timeout_s)
         if self._ends is not None:
             self._ends.flush()
-        remaining = self._markers.flush(timeout_s)
-        if self._transactions is not None:
-            remaining += self._transactions.flush(timeout_s)
+        remaining = self._markers.flush(timeout_s) + self._starts.flush(timeout_s)
         if self._dead_letters is not None:  # holds something only if a reject gave up waiting
             remaining += self._dead_letters.flush(timeout_s)
         if remaining:
@@ -226,12 +195,12 @@ class KmqClient:
     @property
     def fatal_error(self) -> str | None:
         """Why this client cannot receive any more (a transactional producer that cannot be replaced), or None."""
-        return self._transactions.fatal_error if self._transactions is not None else None
+        return self._starts.fatal_error
 
     @property
     def failed_commits(self) -> int:
         """Asynchronous offset commits that failed (pipelined): each may cause re-reads, never a loss."""
-        return self._pipeline.failed_commits if self._pipeline is not None else 0
+        return self._starts.failed_commits
 
     @property
     def failed_markers(self) -> int:
@@ -264,15 +233,13 @@ class KmqClient:
             return
         self._closed = True
         try:
-            if self._pipeline is not None:  # its held-back ENDs reach the batcher before it closes
-                self._settle_starts(self._pipeline, timeout_s)
+            self._starts.settle(timeout_s)  # pipelined: its held-back ENDs reach the batcher before it closes
             if self._ends is not None:
                 self._ends.close()
             self.flush(timeout_s)
         finally:
             try:
-                if self._pipeline is not None:
-                    self._pipeline.close(timeout_s)
+                self._starts.close(timeout_s)
             finally:
                 with self._turns.call():
                     self._consumer.close()
@@ -311,43 +278,6 @@ class KmqClient:
                 _log.warning("consuming %s: %s", self.config.queue_topic, error.str())
         return records
 
-    def _write_starts(self, offsets: Offsets, timeout_ms: int) -> None:
-        assert self._starts is not None
-        try:
-            self._starts.wait(self._starts.produce(offsets, timeout_ms), self._marker_timeout_s)
-        except DeliveryError as e:
-            self._rewind(offsets)
-            raise MarkerWriteError(self.config.markers_topic, *first_of(offsets), str(e)) from e
-
-    def _check_pipeline(self, pipeline: StartPipeline) -> None:
-        """Rule 3: a batch whose START failed for good is delivered again, with every batch after it."""
-        if pipeline.crashed is not None:
-            raise MarkerWriteError(
-                self.config.markers_topic, -1, -1, f"a thread of the START pipeline died: {pipeline.crashed!r}"
-            )
-        failure = pipeline.take_failure()
-        if failure is not None:
-            error, offsets = failure
-            self._rewind(offsets)
-            raise MarkerWriteError(self.config.markers_topic, *first_of(offsets), str(error)) from error
-
-    def _send_starts(self, pipeline: StartPipeline, offsets: Offsets, timeout_ms: int) -> None:
-        try:
-            pipeline.send(offsets, timeout_ms)
-        except DeliveryError as e:
-            self._rewind(offsets)
-            raise MarkerWriteError(self.config.markers_topic, *first_of(offsets), str(e)) from e
-
-    def _settle_starts(self, pipeline: StartPipeline, timeout_s: float) -> None:
-        """Rule 4: wait, bounded, for the STARTs in flight; commit what they allow, synchronously."""
-        if not pipeline.drain(timeout_s):
-            _log.warning(
-                "STARTs of %s still in flight after %.1fs: their offsets stay uncommitted",
-                self.config.queue_topic,
-                timeout_s,
-            )
-        pipeline.commit_now()
-
     def add_revoke_listener(self, listener: Callable[[set[int]], object]) -> None:
         """Call `listener(partitions)` when the group takes partitions of the queue away (a rebalance, `close`), on
         the thread that calls `receive` (or `close`), before the next owner reads them. Listeners run in the order
@@ -358,21 +288,13 @@ class KmqClient:
         """The group takes partitions away (rebalance, close): rule 4 before the next owner reads them, then the
         listeners."""
         revoked = {tp.partition for tp in partitions if tp.topic == self.config.queue_topic}
-        if self._pipeline is not None:
-            if not self._pipeline.drain(self._marker_timeout_s):
-                _log.warning(
-                    "STARTs of %s still in flight at revocation: read again by the next owner",
-                    self.config.queue_topic,
-                )
-            self._pipeline.commit_now(revoked)
-            self._pipeline.forget(revoked)
+        self._starts.revoked(revoked, self._marker_timeout_s)
         if revoked:
             for listener in self._revoke_listeners:
                 listener(revoked)
 
     def _on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
-        if self._pipeline is not None:
-            self._pipeline.on_commit(error, partitions)
+        self._starts.on_commit(error, partitions)  # (the consumer commits nothing before the constructor returns)
 
     def _marker(self, write: Callable[..., None], key: MarkerKey, *args: object) -> None:
         """A marker of one message: after its START (pipelined)."""
@@ -381,27 +303,7 @@ class KmqClient:
         else:
             write(key, *args)
 
-    def _commit(self, offsets: Offsets, commit: list[TopicPartition]) -> None:
-        try:
-            with self._turns.call():
-                failed = _commit_errors(self._consumer.commit(offsets=commit, asynchronous=False))
-        except KafkaException as e:
-            # The STARTs are written: the tracker redelivers this batch if nobody acknowledges it.
-            self._rewind(offsets)
-            raise CommitError(f"committing {self.config.queue_topic} offsets failed: {e}") from e
-        if failed:  # a per-partition error is a failed commit too: the batch is read again
-            self._rewind(offsets)
-            raise CommitError(f"committing {self.config.queue_topic} offsets failed for {failed}")
-
-    def _in_transaction(self, offsets: Offsets, commit: list[TopicPartition], timeout_ms: int) -> None:
-        assert self._transactions is not None
-        try:
-            self._transactions.starts_and_commit(offsets, commit, timeout_ms, self._marker_timeout_s)
-        except KmqError:
-            self._rewind(offsets)
-            raise
-
-    def _rewind(self, offsets: Offsets) -> None:
+    def _rewind(self, offsets: Mapping[int, Sequence[int]]) -> None:
         """Seek back to the first offset of the failed batch in each partition, so it is read again."""
         for partition, partition_offsets in offsets.items():
             try:
@@ -435,14 +337,3 @@ class KmqClient:
 
 def _key(msg: Target) -> MarkerKey:
     return msg.marker_key if isinstance(msg, Message) else msg
-
-
-def _commit_errors(committed: list[TopicPartition] | None) -> str:
-    """The partitions whose commit failed, with the broker's error ("" when none did)."""
-    errors = [(tp.partition, tp.error) for tp in committed or ()]
-    return ", ".join(f"partition {partition} ({error.str()})" for partition, error in errors if error is not None)
-
-
-def _next_offsets(topic: str, offsets: Offsets) -> list[TopicPartition]:
-    """The offsets to commit: one past the highest received, per partition."""
-    return [TopicPartition(topic, partition, max(received) + 1) for partition, received in offsets.items()]

@@ -115,7 +115,7 @@ class StartWriter:
             learn_partitions(producer, self._topic)
         else:
             producer.poll(_ROOM_WAIT_S)
-        return [{"key": record["key"], "value": record["value"]} for record in refused], learned or learn_now
+        return [{k: v for k, v in record.items() if k != "_error"} for record in refused], learned or learn_now
 
 
 class MarkerWriter:

@@ -1,8 +1,16 @@
 """Pipelined STARTs (PROTOCOL.md, "Client flow (one batch)": steps 2-4 overlap).
 
-`receive()` queues a batch's STARTs and hands the messages over at once. The START producer reports every record
-(not only failures) to a thread of the pipeline's own, which waits in librdkafka's poll (no busy loop); the reports
-drive the rest:
+`receive()` queues a batch's STARTs and hands the messages over at once. The START producer's delivery reports
+are served by a thread of the pipeline's own, which waits in librdkafka's poll (no busy loop); the reports drive the
+rest:
+
+- **One report per partition per batch moves it.** The producer is idempotent, so librdkafka delivers a partition's
+  records, and reports them, in the order produced: the report of a partition's last START comes after the reports of
+  every START before it. Only that last one runs the batch accounting (`_report`); the others run `_seen`, which does
+  nothing for a success and marks the batch failed for a failure. Every failure is seen: an idempotent producer can
+  fail one record and deliver the next (a permanent error, a timeout in its queue: librdkafka's "gap-less" guarantee
+  is off), so a success of the last START alone proves nothing about the others. A failure reported after its
+  partition's last START was already accounted (out of order, which librdkafka does not do) stops the client.
 
 - **No commit before its STARTs.** Batches wait in a queue in the order received. Once the batch at its head has
   every START acknowledged, its offsets join the next commit, which a commit thread sends asynchronously at once,
@@ -101,14 +109,16 @@ class StartPipeline:
         batch = _Batch(offsets)
         records = {p: self._writer.records(p, received, redeliver_after_ms) for p, received in offsets.items()}
         with self._changed:  # before the first produce: a report may come at once
-            for partition, partition_records in records.items():
-                batch.left[partition] = len(partition_records)
+            for partition in records:
+                batch.left[partition] = 1  # the report of its last START (see the module's docstring)
                 received = offsets[partition]
                 batch.spans[partition] = self.gate.open(partition, received[0], received[-1])
             self._pending.append(batch)
+        seen = functools.partial(self._seen, batch)
         try:
             for partition, partition_records in records.items():
-                self._writer.produce_records(partition, partition_records, functools.partial(self._report, batch))
+                partition_records[-1]["callback"] = functools.partial(self._report, batch)
+                self._writer.produce_records(partition, partition_records, seen)
         except DeliveryError:
             with self._changed:
                 self._pending.remove(batch)
@@ -230,21 +240,37 @@ class StartPipeline:
                 self._changed.notify_all()
             raise
 
+    def _seen(self, batch: _Batch, error: KafkaError | None, message: KafkaMessage) -> None:
+        """The delivery report of a START before its partition's last in the batch: a success costs nothing here."""
+        if error is None:
+            return
+        partition = message.partition()
+        assert partition is not None
+        with self._changed:
+            late = batch.left.get(partition, 0) == 0
+            self._fail(batch, partition, error)
+        if late:  # its partition was already accounted as acknowledged: the client cannot keep rule 3 any more
+            raise DeliveryError(self.config.markers_topic, partition, "a START failed after a later one was reported")
+
+    def _fail(self, batch: _Batch, partition: int, error: KafkaError) -> None:
+        """Under the lock: a START of `partition` failed."""
+        batch.failed.add(partition)
+        if batch.error is None:
+            topic = self.config.markers_topic
+            batch.error = DeliveryError(topic, partition, delivery_detail(error, topic))
+
     def _report(self, batch: _Batch, error: KafkaError | None, message: KafkaMessage) -> None:
-        """One START's delivery report. Two threads serve them: the report thread, and the receiving thread while
-        the producer's local queue is full (`StartWriter._refused` polls to make room), so the batch's counters
-        change under the lock: a decrement lost to a race left its batch open for ever (no commit, its ENDs held
-        back, every message of it redelivered)."""
+        """The delivery report of a partition's last START in the batch (every report before it was seen). Two
+        threads serve reports: the report thread, and the receiving thread while the producer's local queue is full
+        (`StartWriter._refused` polls to make room), so the batch's counters change under the lock: a decrement lost
+        to a race left its batch open for ever (no commit, its ENDs held back, every message of it redelivered)."""
         partition = message.partition()
         assert partition is not None
         with self._changed:
             left = batch.left[partition] - 1
             batch.left[partition] = left
             if error is not None:
-                batch.failed.add(partition)
-                if batch.error is None:
-                    topic = self.config.markers_topic
-                    batch.error = DeliveryError(topic, partition, delivery_detail(error, topic))
+                self._fail(batch, partition, error)
             if left:
                 return
             failed = partition in batch.failed

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kmq.bench import protocol
 from kmq.bench.measure import rss_bytes
+from kmq.bench.threads import thread_cpu_ns
 from kmq.config import KmqConfig
 from kmq.embedded._child import ChildProcess
 from kmq.embedded._ports import HOST, free_port
@@ -104,6 +105,10 @@ class TrackerChild:
     def figures(self) -> dict[str, Any]:
         """Its resident memory and the redeliveries it made (there should be none: every message is acknowledged)."""
         return {"tracker_rss_bytes": rss_bytes(self._child.pid), "redeliveries": _metric(self.url, "kmq_redeliveries")}
+
+    def cpu_ns(self) -> int:
+        """Nanoseconds on a CPU so far, all its threads (0 where /proc has no schedstat)."""
+        return sum(thread_cpu_ns(self._child.pid).values())
 
     def stop(self, check: bool = True) -> None:
         """SIGTERM (SIGKILL at the deadline); with `check`, BenchError unless it exited cleanly."""

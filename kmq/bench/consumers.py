@@ -33,7 +33,7 @@ def run_consumer(
     tracker = TrackerChild(config)
     try:
         tracker.wait_ready(TRACKER_READY_TIMEOUT_MS)
-        figures = _measure(config, options, contender, args, display)
+        figures = _measure(config, options, contender, args, display, tracker)
         figures.update(tracker.figures())
     except BaseException:
         tracker.stop(check=False)  # the error at hand says more than the tracker's exit code
@@ -60,8 +60,15 @@ def _worker_args(options: BenchOptions, run_name: str, round_: int, work_us: int
 
 
 def _measure(
-    config: KmqConfig, options: BenchOptions, contender: str, args: list[str], display: Display
+    config: KmqConfig,
+    options: BenchOptions,
+    contender: str,
+    args: list[str],
+    display: Display,
+    tracker: TrackerChild | None = None,
 ) -> dict[str, Any]:
+    """The worker's figures; with a tracker, also its CPU per message from the go to the result
+    (`tracker_cpu_us_per_msg`): what the tracker beside the client costs, apart from the client's own."""
     display.phase("joining the group")
     child = jvm_worker(config, options) if contender == JVM_KMQ else Worker(contender, config, args)
     try:
@@ -70,7 +77,11 @@ def _measure(
         keys = WORKER_KEYS if contender == WORKER_KEY else 0
         preload(config, options.messages, options.size, options.partitions, keys)
         display.phase("measuring")
+        tracker_ns = tracker.cpu_ns() if tracker is not None else 0
         child.go()
-        return child.result(lambda done: display.progress(done, options.messages), options.stall_timeout_ms + 10_000)
+        figures = child.result(lambda done: display.progress(done, options.messages), options.stall_timeout_ms + 10_000)
+        if tracker is not None:
+            figures["tracker_cpu_us_per_msg"] = round((tracker.cpu_ns() - tracker_ns) / 1000 / options.messages, 3)
+        return figures
     finally:
         child.stop()

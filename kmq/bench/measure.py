@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kmq.bench.gcwatch import GcWatch
 from kmq.bench.stats import percentiles
 from kmq.bench.threads import ThreadCpu, thread_cpu_ns, us_per_message
 from kmq.errors import BenchError
@@ -29,6 +30,7 @@ class BatchClock:
     received: int = 0
     overhead_ms: list[float] = field(default_factory=list)
     threads_started: ThreadCpu = field(default_factory=dict)
+    gc_watch: GcWatch = field(default_factory=GcWatch)
     _last_progress: float = 0.0
     _last_batch: float = 0.0
 
@@ -36,6 +38,7 @@ class BatchClock:
         self.started = self._last_progress = self._last_batch = time.perf_counter()
         self.cpu_started = time.process_time()
         self.threads_started = thread_cpu_ns()
+        self.gc_watch.start()
 
     def batch(self, size: int, overhead_s: float, arrived: float) -> bool:
         """Record one batch, whose records came out of the consumer at `arrived` (perf_counter); True when it is
@@ -64,6 +67,7 @@ class BatchClock:
         elapsed_s = time.perf_counter() - (self.opened or self.started)
         cpu_s = time.process_time() - self.cpu_started
         by_thread = us_per_message(self.threads_started, thread_cpu_ns(), self.received)
+        self.gc_watch.stop()
         return {
             "messages": self.received,
             "elapsed_s": elapsed_s,
@@ -75,6 +79,7 @@ class BatchClock:
             "batches": len(self.overhead_ms),
             **percentiles(self.overhead_ms, "overhead_ms"),
             "rss_bytes": rss_bytes(),
+            **self.gc_watch.figures(self.received),
             **extra,
         }
 

@@ -84,6 +84,7 @@ class Row:
     rss_bytes: float
     cpu_us_per_msg: float  # CPU of the consumer's process (all threads) per message: the client's own cost
     note: str
+    tracker_cpu_us_per_msg: float = math.nan  # CPU of the tracker running beside a kmq contender, per message
 
 
 def figure(runs: Sequence[Run], key: str) -> float:
@@ -120,6 +121,8 @@ def headline(run: Run) -> str:
             break
     if _number(figures.get("cpu_us_per_msg")):
         parts.append(f"{figures['cpu_us_per_msg']:.1f} µs CPU/msg")
+    if _number(figures.get("tracker_cpu_us_per_msg")):
+        parts.append(f"tracker {figures['tracker_cpu_us_per_msg']:.1f} µs CPU/msg")
     return f"{run.contender} #{run.round + 1}: " + ", ".join(parts)
 
 
@@ -147,6 +150,7 @@ def _row(name: str, mine: list[Run], everything: Sequence[Run], note: str) -> Ro
         rss_bytes=figure(measured, where.rss),
         cpu_us_per_msg=figure(measured, "cpu_us_per_msg"),
         note=note,
+        tracker_cpu_us_per_msg=figure(measured, "tracker_cpu_us_per_msg"),
     )
 
 

@@ -28,7 +28,18 @@ def print_report(report: BenchReport, console: Console) -> None:
 
 def contenders_table(rows: list[Row]) -> Table:
     table = Table(title="contenders", title_justify="left")
-    headers = ("contender", "throughput", "÷ plain", "CPU µs/msg", "latency", "p50 ms", "p95 ms", "p99 ms", "RSS MB")
+    headers = (
+        "contender",
+        "throughput",
+        "÷ plain",
+        "CPU µs/msg",
+        "tracker CPU µs/msg",
+        "latency",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "RSS MB",
+    )
     for header in (*headers, "note"):
         table.add_column(header, justify="left" if header in ("contender", "latency", "note") else "right")
     for row in rows:
@@ -37,6 +48,7 @@ def contenders_table(rows: list[Row]) -> Table:
             "" if math.isnan(row.rate) else f"{row.rate:,.0f} {row.rate_unit}",
             _number(row.ratio_to_plain, "{:.2f}"),
             _number(row.cpu_us_per_msg, "{:.1f}"),
+            _number(row.tracker_cpu_us_per_msg, "{:.1f}"),
             row.latency,
             _number(row.p50_ms, "{:.2f}"),
             _number(row.p95_ms, "{:.2f}"),

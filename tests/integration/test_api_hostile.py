@@ -29,6 +29,7 @@ from tests.integration.test_api_endpoints import (
     settle,
     url,
 )
+from tests.integration.test_client import transactions_of
 from tests.integration.test_client_faults import _raise, inject
 
 # Python's json reads these as float nan / inf; the request must still be refused as invalid, naming the field.
@@ -164,7 +165,7 @@ def test_health_reports_a_receiver_whose_transactions_cannot_recover(kafka: Kafk
         fenced = KafkaError(KafkaError._FENCED, "fenced", fatal=True)
         inject(receiver, fenced, "commit_transaction")
         unreachable = KafkaException(KafkaError(KafkaError._TRANSPORT, "no broker"))
-        receiver._transactions._new_producer = lambda timeout_s: _raise(unreachable)
+        transactions_of(receiver)._new_producer = lambda timeout_s: _raise(unreachable)
         send(http, queue, "stuck")
         deadline = time.monotonic() + 30
         while (answer := http.post(url(queue, "receive"), json={"wait_ms": 500})).status_code == 200:

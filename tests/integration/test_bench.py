@@ -60,9 +60,12 @@ def test_plain_kmq_and_share_alternate_and_each_run_is_measured(tmp_path: Path, 
         # Every message was acknowledged within its timeout: the tracker (it ran) redelivered nothing.
         assert (run["figures"]["failed_markers"], run["figures"]["redeliveries"]) == (0, 0), run
         assert run["figures"]["tracker_rss_bytes"] > 0
+        assert run["figures"]["tracker_cpu_us_per_msg"] > 0  # it read every START and END of the window
     rows = {row["contender"]: row for row in data["contenders"]}
     assert rows["plain"]["ratio_to_plain"] == 1.0
     assert rows["kmq"]["ratio_to_plain"] > 0
+    assert rows["kmq"]["tracker_cpu_us_per_msg"] > 0 and rows["plain"]["tracker_cpu_us_per_msg"] is None
+    assert "tracker CPU µs/msg" in out
     assert "kmq ÷ plain throughput" in out and "batch overhead" in out
     assert data["options"]["warm_up"] and "after one warm-up round (not counted)" in out  # the default
 

@@ -9,12 +9,15 @@ from typing import Any
 import pytest
 
 from kmq import headers as h
+from kmq._transactional import TransactionalStarts as Transactions
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.errors import ClientClosedError, MarkerWriteError, TopicMismatchError
 from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq.message import Message
 from kmq.producer import KmqProducer, OutgoingMessage
+from kmq.start_pipeline import StartPipeline
+from kmq.starts import PipelinedStarts, SyncStarts, TransactionalStarts
 from tests.helpers import Record, committed_offsets, read_committed_keys, read_topic
 from tests.integration.marker_formats import with_marker_format
 
@@ -68,9 +71,26 @@ def spy_commits(client: KmqClient, config: KmqConfig) -> SpyConsumer:
     """Every offset commit of the client, the synchronous one in `receive()` or a pipeline's, goes through the spy."""
     spy = SpyConsumer(client._consumer, config)
     client._consumer = spy  # type: ignore[assignment]  # duck-typed
-    if client._pipeline is not None:
-        client._pipeline._consumer = spy  # type: ignore[assignment]
+    starts = client._starts
+    if isinstance(starts, PipelinedStarts):
+        starts.pipeline._consumer = spy  # type: ignore[assignment]
+    elif isinstance(starts, SyncStarts):
+        starts._consumer = spy  # type: ignore[assignment]
     return spy
+
+
+def pipeline_of(client: KmqClient) -> StartPipeline:
+    """The START pipeline of a pipelined client."""
+    starts = client._starts
+    assert isinstance(starts, PipelinedStarts), "the client is not pipelined"
+    return starts.pipeline
+
+
+def transactions_of(client: KmqClient) -> Transactions:
+    """The transactional STARTs of a transactional client."""
+    starts = client._starts
+    assert isinstance(starts, TransactionalStarts), "the client is not transactional"
+    return starts.transactions
 
 
 def markers(config: KmqConfig, partitions: int = 4) -> list[Record]:

@@ -14,8 +14,9 @@ from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.errors import CommitError, KmqError, TransactionalSetupError, TransactionError
 from kmq.message import Message
+from kmq.starts import SyncStarts
 from tests.helpers import committed_offsets, read_committed_keys
-from tests.integration.test_client import receive_all, send
+from tests.integration.test_client import pipeline_of, receive_all, send, transactions_of
 
 MakeConfig = Callable[..., KmqConfig]
 COUNT = 6
@@ -49,8 +50,7 @@ class FailingOnce:
 
 
 def inject(client: KmqClient, error: KafkaError, *names: str) -> None:
-    assert client._transactions is not None
-    writer = client._transactions._writer
+    writer = transactions_of(client)._writer
     writer.producer = FailingOnce(writer.producer, error, *names)  # type: ignore[assignment]  # duck-typed
 
 
@@ -90,7 +90,7 @@ def test_a_producer_that_cannot_be_replaced_is_reported(transactional: KmqConfig
     with KmqClient(transactional, marker_timeout_s=10) as client:
         inject(client, KafkaError(KafkaError._FENCED, "fenced", fatal=True), "commit_transaction")
         unreachable = TransactionalSetupError("t-id", "no broker")
-        monkeypatch.setattr(client._transactions, "_new_producer", lambda timeout_s: _raise(unreachable))
+        monkeypatch.setattr(transactions_of(client), "_new_producer", lambda timeout_s: _raise(unreachable))
         with pytest.raises(TransactionError):
             client.receive(max_messages=COUNT, timeout_s=5)
         assert client.fatal_error == "no broker"
@@ -128,7 +128,9 @@ def test_a_per_partition_commit_error_is_a_failed_commit_and_the_batch_comes_aga
     config = make_config(partitions=1, pipelined=False)  # the commit waited for in receive()
     send(config, COUNT)
     with KmqClient(config, marker_timeout_s=10) as client:
-        client._consumer = PartitionErrors(client._consumer)  # type: ignore[assignment]  # duck-typed
+        starts = client._starts
+        assert isinstance(starts, SyncStarts)
+        starts._consumer = PartitionErrors(starts._consumer)  # type: ignore[assignment]  # duck-typed
         with pytest.raises(CommitError, match=r"partition 0 .*rebalance in progress"):
             client.receive(max_messages=COUNT, timeout_s=5)
         received = receive_all(client, COUNT)
@@ -153,14 +155,14 @@ def test_a_pipelined_commit_that_fails_is_counted_and_its_batches_come_again(mak
     config = make_config(partitions=1, pipelined=True)
     send(config, COUNT)
     with KmqClient(config, marker_timeout_s=10) as client:
-        assert client._pipeline is not None
-        refusing = CommitsRefused(client._pipeline._consumer)
-        client._pipeline._consumer = refusing  # type: ignore[assignment]  # duck-typed
+        pipeline = pipeline_of(client)
+        refusing = CommitsRefused(pipeline._consumer)
+        pipeline._consumer = refusing  # type: ignore[assignment]  # duck-typed
         first = receive_all(client, COUNT)  # handed over: a failed commit is never raised, only counted
         client.flush()  # waits for the STARTs, then commits synchronously: refused too
         assert refusing.refused >= 1 and client.failed_commits >= 1
-        client._pipeline._consumer = refusing._real  # type: ignore[assignment]  # (close() commits nothing new)
-        client._pipeline.forget([0])
+        pipeline._consumer = refusing._real  # type: ignore[assignment]  # (close() commits nothing new)
+        pipeline.forget([0])
     assert committed_offsets(config, 1)[0] < 0
     with KmqClient(config) as again:  # the next owner reads them again: duplicates, never a loss
         assert offsets_of(receive_all(again, COUNT)) == offsets_of(first)

@@ -22,7 +22,7 @@ from kmq.markers import MarkerKey, StartMarker, decode_marker
 from kmq.message import Message
 from tests.helpers import Record, committed_offsets, read_topic, wait_for
 from tests.integration.marker_formats import FORMATS
-from tests.integration.test_client import receive_all, send
+from tests.integration.test_client import pipeline_of, receive_all, send
 
 MakeConfig = Callable[..., KmqConfig]
 START_DELAY_S = 0.3
@@ -71,16 +71,22 @@ class SlowStarts:
 
     def produce_batch(self, topic: str, records: list[dict[str, Any]], partition: int, on_delivery: Any) -> int:
         def later() -> None:
-            queued = self._real.produce_batch(topic, records, partition=partition, on_delivery=report)
+            for record in records:  # a record's own callback (a partition's last START) is watched too
+                if "callback" in record:
+                    record["callback"] = watched(record["callback"])
+            queued = self._real.produce_batch(topic, records, partition=partition, on_delivery=watched(on_delivery))
             assert queued == len(records)
             with self._lock:
                 self._held -= len(records)
 
-        def report(error: KafkaError | None, message: KafkaMessage) -> None:
-            if error is None:
-                offsets = started_offsets(message.key(), message.value())
-                self.acked.update((message.partition() or 0, offset) for offset in offsets)
-            on_delivery(error, message)
+        def watched(callback: Any) -> Any:
+            def report(error: KafkaError | None, message: KafkaMessage) -> None:
+                if error is None:
+                    offsets = started_offsets(message.key(), message.value())
+                    self.acked.update((message.partition() or 0, offset) for offset in offsets)
+                callback(error, message)
+
+            return report
 
         with self._lock:
             self._held += len(records)
@@ -102,8 +108,7 @@ class SlowStarts:
 
 
 def slow_starts(client: KmqClient, delay_s: float = START_DELAY_S) -> SlowStarts:
-    assert client._pipeline is not None, "the client is not pipelined"
-    writer = client._pipeline._writer
+    writer = pipeline_of(client)._writer
     slow = SlowStarts(writer.producer, delay_s)
     writer.producer = slow  # type: ignore[assignment]  # duck-typed
     return slow
@@ -158,9 +163,9 @@ def test_offsets_are_committed_only_once_every_start_below_them_is_acknowledged(
     send(config, 120)
     with KmqClient(config) as client:
         slow = slow_starts(client)
-        assert client._pipeline is not None
-        watch = CommitWatch(client._pipeline._consumer, slow)
-        client._pipeline._consumer = watch  # type: ignore[assignment]  # duck-typed
+        pipeline = pipeline_of(client)
+        watch = CommitWatch(pipeline._consumer, slow)
+        pipeline._consumer = watch  # type: ignore[assignment]  # duck-typed
         client._consumer = watch  # type: ignore[assignment]
         receive_all(client, 120)  # handed over long before the slow STARTs are acknowledged
         wait_for(lambda: committed(config) == 120, 30, what="the asynchronous commits")

@@ -2,9 +2,11 @@
 
 Two threads serve the START producer's delivery reports: the pipeline's report thread, and the receiving thread
 while the producer's local queue is full (`StartWriter._refused` polls to make room). The test forces the two into
-`StartPipeline._report` at the same moment: the first report to read a batch's counter waits there (bounded) until
-the other thread is inside `_report` too. Without the lock both read the same count and one decrement is lost: the
-batch stays open for ever and nothing is committed."""
+`StartPipeline._report` at the same moment: the report thread, the first time it reads a batch's counter, waits there
+(bounded) until the receiving thread is inside `_report` too. Only a partition's last START of a batch runs `_report`,
+so the batch spans many partitions: its counters are per partition and the batch's count of open partitions. Without
+the lock two threads read the same count and one decrement is lost: the batch stays open for ever and nothing is
+committed."""
 
 from __future__ import annotations
 
@@ -23,7 +25,9 @@ from kmq.start_pipeline import StartPipeline
 from tests.helpers import committed_offsets
 
 MakeConfig = Callable[..., KmqConfig]
-MESSAGES = 200
+PARTITIONS = 8
+MESSAGES = 25  # per partition
+REPORT_THREAD = "kmq-start-reports"
 MEET_TIMEOUT_S = 20.0  # bounded: the other thread gets a report within milliseconds once the first one waits
 
 
@@ -41,10 +45,12 @@ class _Meeting:
         me = threading.current_thread()
         with self._lock:
             self.readers.add(me.name)
-            first = self.first is None
+            # The report thread is held: the receiving thread serves reports only while it produces the batch.
+            first = self.first is None and me.name == REPORT_THREAD
             if first:
                 self.first = me
-            elif not self.released.is_set():  # read while the first reader holds its value: both are in _report
+            # Read while the first reader holds its value: both are in _report.
+            elif self.first is not None and not self.released.is_set():
                 self.met.set()
         if not first:
             return
@@ -84,7 +90,7 @@ class _WatchedBatch(start_pipeline._Batch):
 def test_reports_served_by_two_threads_at_once_lose_no_count(
     make_config: MakeConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = make_config(partitions=1, marker_format="kmq")  # a START per message: many reports per batch
+    config = make_config(partitions=PARTITIONS, marker_format="kmq")  # one `_report` per partition of the batch
     meeting = _Counts.meeting = _Meeting()
     monkeypatch.setattr(start_pipeline, "_Batch", _WatchedBatch)
     # Every record reported; a local queue of 20 records, one per request: the receiving thread polls for room
@@ -93,13 +99,13 @@ def test_reports_served_by_two_threads_at_once_lose_no_count(
     consumer = Consumer(consumer_settings(config, config.group_id))
     pipeline = StartPipeline(config, consumer, producer)
     try:
-        pipeline.send({0: list(range(MESSAGES))}, redeliver_after_ms=30_000)
+        pipeline.send({p: list(range(MESSAGES)) for p in range(PARTITIONS)}, redeliver_after_ms=30_000)
         assert meeting.met.is_set(), f"the two threads never served reports at once (readers: {meeting.readers})"
-        assert {"kmq-start-reports", threading.current_thread().name} <= meeting.readers
+        assert {REPORT_THREAD, threading.current_thread().name} <= meeting.readers
         assert pipeline.drain(timeout_s=30.0), "a batch is still open: a START report was lost"
         assert pipeline.first_in_flight() is None
         pipeline.commit_now()
-        assert committed_offsets(config, 1) == {0: MESSAGES}
+        assert committed_offsets(config, PARTITIONS) == dict.fromkeys(range(PARTITIONS), MESSAGES)
     finally:
         pipeline.close(timeout_s=10.0)
         consumer.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 
 import pytest
@@ -49,3 +50,17 @@ def test_a_contender_that_stops_receiving_is_reported_not_waited_for() -> None:
 
 def test_rss_of_a_process_that_does_not_exist_is_none() -> None:
     assert rss_bytes(2**22 + 12345) is None
+
+
+def test_the_clock_counts_the_collections_of_its_window_only() -> None:
+    clock = BatchClock(target=1000)
+    clock.start()
+    gc.collect(0)
+    gc.collect(2)
+    clock.batch(1000, 0.001, arrived=time.perf_counter())
+    figures = clock.figures()
+    gc.collect()  # after the window: not counted
+
+    assert figures["gc_collections_per_1k_msgs"][0] >= 1 and figures["gc_collections_per_1k_msgs"][2] >= 1
+    assert figures["gc_us_per_msg"] > 0
+    assert clock.gc_watch.collections == [round(n) for n in figures["gc_collections_per_1k_msgs"]]

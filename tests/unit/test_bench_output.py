@@ -24,7 +24,7 @@ def made_up_report() -> BenchReport:
     consumer = {"overhead_ms_p50": 0.4, "overhead_ms_p95": 0.9, "overhead_ms_p99": 1.5, "rss_bytes": 48_000_000}
     runs = [
         Run(PLAIN, 0, {**consumer, "msgs_per_s": 800_000.0, "batches": 2}),
-        Run(KMQ, 0, {**consumer, "msgs_per_s": 450_000.0, "redeliveries": 0.0}),
+        Run(KMQ, 0, {**consumer, "msgs_per_s": 450_000.0, "redeliveries": 0.0, "tracker_cpu_us_per_msg": 2.25}),
         Run(SHARE, 0, {}, skipped="tansu has no share groups"),
         Run(HTTP, 0, {"receive_ack_msgs_per_s": 7000, "ack_ms_p50": 10.0, "ack_ms_p99": 30.0}),
     ]
@@ -37,7 +37,8 @@ def test_the_table_shows_every_contender_ratio_and_target() -> None:
     print_report(made_up_report(), console)
     text = console.export_text()
 
-    for expected in ("plain", "800,000 msgs/s", "0.56", "tansu has no share groups", "ack latency", "30.00"):
+    expected_figures = ("plain", "800,000 msgs/s", "0.56", "tansu has no share groups", "ack latency", "30.00", "2.2")
+    for expected in (*expected_figures, "tracker CPU µs/msg"):
         assert expected in text
     assert "kmq ÷ plain throughput" in text and "missed" in text and "not measured" in text
     assert "after one warm-up round (not counted)" in text  # the reader learns the first round was discarded
@@ -57,6 +58,8 @@ def test_the_json_file_has_every_figure_and_null_for_what_was_not_measured(tmp_p
     assert share["rate"] is None and share["note"] == "tansu has no share groups"
     http = next(row for row in data["contenders"] if row["contender"] == HTTP)
     assert (http["p95_ms"], http["p99_ms"]) == (None, 30.0)
+    kmq = next(row for row in data["contenders"] if row["contender"] == KMQ)
+    assert (kmq["tracker_cpu_us_per_msg"], http["tracker_cpu_us_per_msg"]) == (2.25, None)
     assert {t["status"] for t in data["targets"]} == {"met", "missed", "not measured"}
     # NaN is not JSON: nothing of it may remain anywhere.
     assert "NaN" not in path.read_text()

@@ -95,6 +95,16 @@ def test_records_refused_for_a_full_queue_are_offered_again_after_serving_report
     assert all("_error" not in r for _, _, records in producer.batches for r in records)
 
 
+def test_a_refused_record_is_offered_again_with_its_own_callback() -> None:
+    # (the pipeline gives a partition's last START a callback of its own: the one that moves the batch)
+    producer = FakeProducer(room=1)
+    writer = StartWriter(CONFIG, producer)  # type: ignore[arg-type]  # a stand-in
+    last = writer.records(1, [10, 11], 100)
+    last[-1]["callback"] = print
+    writer.produce_records(1, last, None)  # type: ignore[arg-type]  # no callback for the others
+    assert [[r.get("callback") for r in records] for _, _, records in producer.batches] == [[None, print], [print]]
+
+
 def test_any_other_refusal_is_a_delivery_error_naming_the_partition() -> None:
     producer = FakeProducer(refuse_with=KafkaError.MSG_SIZE_TOO_LARGE)
     with pytest.raises(DeliveryError, match=r"q__markers\[3\]"):

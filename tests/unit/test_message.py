@@ -75,3 +75,23 @@ def test_records_with_and_without_headers_become_messages_and_offsets_by_partiti
     assert all(m.topic == "q" and m.deadline_ms == 99 and m.timestamp_ms == 5 for m in messages)
     assert messages[1].headers == tuple(counted) and messages[0].headers == ()
     assert offsets_by_partition(messages) == {1: [7, 8, 9], 0: [3, 5]}
+
+
+def test_a_batch_of_messages_sets_off_no_collection_of_its_own() -> None:
+    # Each record is let go as its Message is built: the records and the Messages of a batch are never alive together,
+    # so a batch below the young generation's threshold stays below it (were both alive: twice the batch, over it)
+    size = 500
+    collections: list[int] = []
+    threshold = gc.get_threshold()
+    watch = lambda phase, info: collections.append(info["generation"]) if phase == "start" else None  # noqa: E731
+    gc.collect()  # the young count starts from 0, and counts the records as a consumer's poll would
+    gc.set_threshold(size + 100, *threshold[1:])
+    gc.callbacks.append(watch)
+    try:
+        records = [KafkaMessage(topic="q", partition=0, offset=o, value=b"v", timestamp=(1, 5)) for o in range(size)]
+        messages = from_records(records, "q", 9)
+    finally:
+        gc.callbacks.remove(watch)
+        gc.set_threshold(*threshold)
+    assert collections == []
+    assert [m.offset for m in messages] == list(range(size)) and records == []
