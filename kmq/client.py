@@ -14,6 +14,7 @@ from confluent_kafka import Message as KafkaMessage
 from kmq import headers as h
 from kmq.admin import check_topics
 from kmq.config import KmqConfig
+from kmq.consumer_close import close_consumer
 from kmq.consumer_turns import SLICE_S, ConsumerTurns
 from kmq.delivery import DeliveryGroup
 from kmq.end_batcher import PARTITION_SHIFT, EndBatcher
@@ -242,7 +243,7 @@ class KmqClient:
                 self._starts.close(timeout_s)
             finally:
                 with self._turns.call():
-                    self._consumer.close()
+                    close_consumer(self._consumer, timeout_s, f"the consumer of {self.config.group_id}")
 
     def __enter__(self) -> KmqClient:
         return self

@@ -1,0 +1,45 @@
+"""`close_consumer`: a confluent-kafka consumer's `close()` with a deadline.
+
+librdkafka's consumer close (leave the group, commit, stop its threads) can block for good after a broker was paused
+or lost mid-session (confluent-kafka-python issue 1667: the internal main thread's termination never completes). A
+client whose `close(timeout_s)` never returned would hang every shutdown behind it (a worker's SIGTERM, the REST
+facade's lifespan), so the close runs on a daemon thread of its own and is waited for `timeout_s` at most."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from confluent_kafka import Consumer
+
+_log = logging.getLogger(__name__)
+
+
+def close_consumer(consumer: Consumer, timeout_s: float, what: str) -> bool:
+    """Close `consumer`, waiting at most `timeout_s`: True when it closed. An error from `close()` is raised here.
+
+    When the deadline passes, the close goes on in the background (a daemon thread: it keeps no process alive), an
+    error is logged, and False is returned: the group's session timeout then ends the consumer's membership, and its
+    partitions' uncommitted offsets are read again by their next owner (markers make that safe)."""
+    failure: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            consumer.close()
+        except BaseException as e:  # noqa: BLE001  # handed to the caller below
+            failure.append(e)
+
+    closing = threading.Thread(target=close, name=f"kmq-close-{what}", daemon=True)
+    closing.start()
+    closing.join(max(0.0, timeout_s))
+    if closing.is_alive():
+        _log.error(
+            "closing %s: the Kafka consumer did not close within %.1fs (a librdkafka hang after a broker fault); left"
+            " to finish in the background, its group membership ends with its session timeout",
+            what,
+            timeout_s,
+        )
+        return False
+    if failure:
+        raise failure[0]
+    return True
