@@ -69,33 +69,15 @@ class Starts(Protocol):
         """Stop what this mode runs (after `settle`)."""
 
 
-class SyncStarts:
-    """STARTs written and acknowledged, then the offsets committed synchronously."""
+class _StartsAtOnce:
+    """What the two modes whose STARTs are durable before `begin` returns share: nothing in flight to wait for,
+    settle, hand back at a revocation or close, and no asynchronous commits to hear of."""
 
     gate: EndGate | None = None
     failed_commits = 0
-    fatal_error: str | None = None
-
-    def __init__(
-        self, config: KmqConfig, consumer: Consumer, turns: ConsumerTurns, rewind: Rewind, timeout_s: float
-    ) -> None:
-        self.config = config
-        self._consumer = consumer
-        self._turns = turns
-        self._rewind = rewind
-        self._timeout_s = timeout_s
-        self._writer = StartWriter(config)
 
     def check(self) -> None:
         pass
-
-    def begin(self, offsets: Offsets, redeliver_after_ms: int) -> None:
-        try:  # 2. STARTs, acks=all.
-            self._writer.wait(self._writer.produce(offsets, redeliver_after_ms), self._timeout_s)
-        except DeliveryError as e:
-            self._rewind(offsets)
-            raise MarkerWriteError(self.config.markers_topic, *first_of(offsets), str(e)) from e
-        self._commit(offsets)  # 3. Commit the batch's offsets.
 
     def wait_started(self, timeout_s: float) -> None:
         pass
@@ -109,11 +91,35 @@ class SyncStarts:
     def on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
         pass
 
-    def flush(self, timeout_s: float) -> int:
-        return self._writer.flush(timeout_s)
-
     def close(self, timeout_s: float) -> None:
         pass
+
+
+class SyncStarts(_StartsAtOnce):
+    """STARTs written and acknowledged, then the offsets committed synchronously."""
+
+    fatal_error: str | None = None
+
+    def __init__(
+        self, config: KmqConfig, consumer: Consumer, turns: ConsumerTurns, rewind: Rewind, timeout_s: float
+    ) -> None:
+        self.config = config
+        self._consumer = consumer
+        self._turns = turns
+        self._rewind = rewind
+        self._timeout_s = timeout_s
+        self._writer = StartWriter(config)
+
+    def begin(self, offsets: Offsets, redeliver_after_ms: int) -> None:
+        try:  # 2. STARTs, acks=all.
+            self._writer.wait(self._writer.produce(offsets, redeliver_after_ms), self._timeout_s)
+        except DeliveryError as e:
+            self._rewind(offsets)
+            raise MarkerWriteError(self.config.markers_topic, *first_of(offsets), str(e)) from e
+        self._commit(offsets)  # 3. Commit the batch's offsets.
+
+    def flush(self, timeout_s: float) -> int:
+        return self._writer.flush(timeout_s)
 
     def _commit(self, offsets: Offsets) -> None:
         topic = self.config.queue_topic
@@ -129,11 +135,8 @@ class SyncStarts:
             raise CommitError(f"committing {topic} offsets failed for {failed}")
 
 
-class TransactionalStarts:
+class TransactionalStarts(_StartsAtOnce):
     """STARTs and the offset commit in one transaction."""
-
-    gate: EndGate | None = None
-    failed_commits = 0
 
     def __init__(self, config: KmqConfig, consumer: Consumer, rewind: Rewind, timeout_s: float) -> None:
         self.config = config
@@ -145,9 +148,6 @@ class TransactionalStarts:
     def fatal_error(self) -> str | None:
         return self.transactions.fatal_error
 
-    def check(self) -> None:
-        pass
-
     def begin(self, offsets: Offsets, redeliver_after_ms: int) -> None:
         commit = next_offsets(self.config.queue_topic, offsets)
         try:  # 2+3. STARTs and the offset commit in one transaction.
@@ -156,23 +156,8 @@ class TransactionalStarts:
             self._rewind(offsets)
             raise
 
-    def wait_started(self, timeout_s: float) -> None:
-        pass
-
-    def settle(self, timeout_s: float) -> None:
-        pass
-
-    def revoked(self, partitions: set[int], timeout_s: float) -> None:
-        pass
-
-    def on_commit(self, error: KafkaError | None, partitions: list[TopicPartition]) -> None:
-        pass
-
     def flush(self, timeout_s: float) -> int:
         return self.transactions.flush(timeout_s)
-
-    def close(self, timeout_s: float) -> None:
-        pass
 
 
 class PipelinedStarts:
