@@ -242,8 +242,7 @@ class KmqClient:
             try:
                 self._starts.close(timeout_s)
             finally:
-                with self._turns.call():
-                    close_consumer(self._consumer, timeout_s, f"the consumer of {self.config.group_id}")
+                close_consumer(self._consumer, timeout_s, f"the consumer of {self.config.group_id}", self._turns)
 
     def __enter__(self) -> KmqClient:
         return self

@@ -7,16 +7,23 @@ facade's lifespan), so the close runs on a daemon thread of its own and is waite
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 
 from confluent_kafka import Consumer
 
+from kmq.consumer_turns import ConsumerTurns
+
 _log = logging.getLogger(__name__)
 
 
-def close_consumer(consumer: Consumer, timeout_s: float, what: str) -> bool:
+def close_consumer(consumer: Consumer, timeout_s: float, what: str, turns: ConsumerTurns | None = None) -> bool:
     """Close `consumer`, waiting at most `timeout_s`: True when it closed. An error from `close()` is raised here.
+
+    With `turns`, the closing thread takes the consumer's turn itself: the close runs the rebalance callbacks (a
+    revocation commits) on that thread, so a caller that held the turn while it waited would deadlock them until the
+    deadline.
 
     When the deadline passes, the close goes on in the background (a daemon thread: it keeps no process alive), an
     error is logged, and False is returned: the group's session timeout then ends the consumer's membership, and its
@@ -25,7 +32,8 @@ def close_consumer(consumer: Consumer, timeout_s: float, what: str) -> bool:
 
     def close() -> None:
         try:
-            consumer.close()
+            with turns.call() if turns is not None else contextlib.nullcontext():
+                consumer.close()
         except BaseException as e:  # noqa: BLE001  # handed to the caller below
             failure.append(e)
 
