@@ -103,11 +103,25 @@ class OrderedLanes:
                 started.append(lane.head)
         return started
 
-    def started(self, item: Message) -> None:
-        """`item`, its lane's head, is let start: a revocation now leaves it to finish (`revoke`)."""
+    def started(self, item: Message, running: bool = True) -> None:
+        """`item`, its lane's head, is let start: a revocation now leaves it to finish (`revoke`). `running=False`:
+        held back after all (the breaker opened): a revocation drops it again."""
         lane = self._lanes.get(self._lane_of(item))
         if lane is not None and lane.head is not None and lane.head.offset == item.offset:
-            lane.running = True
+            lane.running = running
+
+    def start(self, items: Iterable[Message]) -> list[Message]:
+        """`started` for a chunk of heads at once; returns those whose lane was revoked since they were last let
+        start, before they ran (the caller drops them, as `revoke` would have): they must not start now."""
+        revoked, lanes, lane_of = [], self._lanes, self._lane_of
+        for item in items:
+            lane = lanes.get(lane_of(item))
+            if lane is not None and lane.head is not None and lane.head.offset == item.offset:
+                if lane.revoked:
+                    revoked.append(item)
+                else:
+                    lane.running = True
+        return revoked
 
     def revoke(self, partitions: set[int]) -> list[Message]:
         """The partitions were taken away: every item of theirs that is not running, removed and returned (waiting

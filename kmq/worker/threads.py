@@ -91,24 +91,30 @@ class HandlerThreads:
     def _serve_until_stopped(self, index: int) -> None:
         get = self._queue.get
         while (chunk := get()) is not _STOP:
+            mark: int | None = None  # from the queue: not marked started yet
             while chunk:  # ordered: the next messages of the chunk's lanes run on here (see `_keep`)
                 if self.draining:
                     self._give_back(chunk)
                     break
-                chunk = self._serve_chunk(index, chunk)
+                chunk, mark = self._serve_chunk(index, chunk, mark)
 
-    def _serve_chunk(self, index: int, chunk: list[Message]) -> list[Message]:
-        """Run a chunk; ordered, the messages that may start now (the next of its lanes) that this thread keeps."""
+    def _serve_chunk(self, index: int, chunk: list[Message], mark: int | None) -> tuple[list[Message], int | None]:
+        """Run a chunk; ordered, the messages that may start now (the next of its lanes) that this thread keeps,
+        already marked started (with their mark)."""
         busy = self._busy
         busy[index] = True
-        done = self._run(chunk)
+        done = self._run(chunk) if self._core.gate is None else self._run_ordered(chunk, mark)
         busy[index] = False
         if not done:
-            return []
-        # Ordered: one lock for the chunk's successes (a lock per message convoys the threads behind the GIL)
-        following: list[Message] = []
-        self.acked.extend(self._core.finish_ok(done, following))
-        return self._keep(following)
+            return [], None
+        if self._core.gate is None:
+            self.acked.extend(self._core.finish_ok(done))
+            return [], None
+        # One lock for the chunk's successes and for letting the next of their lanes start (a lock per message
+        # convoys the threads behind the GIL)
+        owned, following, mark = self._core.finish_ordered(done)
+        self.acked.extend(owned)
+        return self._keep(following), mark
 
     def _keep(self, following: list[Message]) -> list[Message]:
         """Of the messages that may start now (the next of the lanes this thread just ran), those it runs itself.
@@ -133,12 +139,29 @@ class HandlerThreads:
                 outcome = run_handler(handler, msg)
                 if outcome is OK:
                     done.append(msg)
-                elif core.gate is not None:
-                    self._finish_ordered(msg, outcome)
                 elif core.finish(msg, outcome):
                     settle(self._client, msg, outcome)
-            elif core.gate is not None:
-                self.submit(core.gate.skipped(msg, now_ms()))
+        return done
+
+    def _run_ordered(self, chunk: list[Message], mark: int | None) -> list[Message]:
+        """`_run` under key or partition ordering: the chunk's heads are marked started under one lock (unless they
+        were with `mark`), then each is checked without it before it runs (`WorkerCore.may_start_marked`)."""
+        core, handler, done, gate = self._core, self._handler, [], self._core.gate
+        assert gate is not None
+        if mark is None:
+            mark = core.start_ordered(chunk)
+        may_start = core.may_start_marked
+        for msg in chunk:
+            if self.draining:
+                self._give_back([msg])
+            elif may_start(msg, mark):
+                outcome = run_handler(handler, msg)
+                if outcome is OK:
+                    done.append(msg)
+                else:
+                    self._finish_ordered(msg, outcome)
+            else:
+                self.submit(gate.skipped(msg, now_ms()))
         return done
 
     def _finish_ordered(self, msg: Message, outcome: Outcome) -> None:

@@ -128,6 +128,64 @@ def test_a_failure_of_a_handler_running_through_a_revocation_is_nacked_not_retri
     assert not core.leases.held and not gate.holding()
 
 
+def test_a_chunk_marked_started_whose_partition_is_revoked_before_a_message_runs_does_not_run_it() -> None:
+    # given a chunk of heads let start under one lock: a0 and b1 of partition 0 (a2 waits behind a0), c0 of
+    # partition 1, and a0 running
+    core, gate = gated()
+    a0, b1, a2, c0 = keyed(0, 0, b"a"), keyed(0, 1, b"b"), keyed(0, 2, b"a"), keyed(1, 0, b"c")
+    chunk = core.admit([a0, b1, a2, c0], NOW)
+    assert chunk == [a0, b1, c0]
+    mark = core.start_ordered(chunk)
+    assert core.may_start_marked(a0, mark)
+    # when partition 0 is revoked before b1 runs: it is not among the messages dropped (it was let start)
+    assert gate.revoked({0}) == [a2]
+    assert (0, 1) in core.leases.held
+    # then the check before it runs refuses it and drops its lease unsettled, as the revocation drops what waits:
+    # its START runs out and the tracker redelivers it to the partition's owner (nothing acknowledged, nothing lost)
+    assert not core.may_start_marked(b1, mark)
+    assert (0, 1) not in core.leases.held
+    assert gate.skipped(b1, NOW) == []
+    # and the other partition's head still starts; a0, running through the revocation, finishes and starts nothing
+    assert core.may_start_marked(c0, mark)
+    owned, following, _ = core.finish_ordered([a0, c0])
+    assert (owned, following) == ([a0, c0], [])
+    assert not core.leases.held and not gate.holding()
+
+
+def test_heads_marked_by_one_thread_and_shared_with_another_do_not_run_after_a_revocation() -> None:
+    # given a0 finishing on one thread, which lets a1 start (marked with the finish) and shares it through the queue
+    core, gate = gated()
+    a0, a1, a2 = keyed(0, 0, b"a"), keyed(0, 1, b"a"), keyed(0, 2, b"a")
+    core.admit([a0, a1], NOW)
+    assert core.may_start_marked(a0, core.start_ordered([a0]))
+    owned, following, _ = core.finish_ordered([a0])
+    assert (owned, following) == ([a0], [a1])
+    # when the partition is revoked, then assigned again and a2 received, before the thread that took a1 marks it
+    assert gate.revoked({0}) == []
+    assert core.admit([a2], NOW) == []  # behind a1: its lane is a1's
+    mark = core.start_ordered([a1])
+    # then a1 is dropped there, unsettled, and does not start with the fresh mark; its lane moves on to a2
+    assert (0, 1) not in core.leases.held
+    assert not core.may_start_marked(a1, mark)
+    assert gate.skipped(a1, NOW) == [a2]
+    assert core.may_start_marked(a2, core.start_ordered([a2]))
+
+
+def test_a_marked_head_held_back_by_an_opening_breaker_is_dropped_by_a_revocation() -> None:
+    # given a chunk marked started while the breaker is closed, then the breaker opens before its head runs
+    core, gate = gated(breaker_min_calls=1, breaker_backoff_ms=1000)
+    a0, a1 = keyed(0, 0, b"a"), keyed(0, 1, b"a")
+    (head,) = core.admit([a0, a1], NOW)
+    mark = core.start_ordered([head])
+    with core.lock:
+        core.record_outcome(FAILED, NOW)
+    # then it is held back, not started, and a revocation drops it with what waits behind it
+    assert not core.may_start_marked(a0, mark)
+    assert list(core.held) == [a0]
+    assert sorted(msg.offset for msg in gate.revoked({0})) == [0, 1]
+    assert not core.held and not core.leases.held
+
+
 def test_the_ordering_flag_refuses_an_unknown_value() -> None:
     _register_all()
     result = CliRunner().invoke(
