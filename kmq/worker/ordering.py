@@ -45,6 +45,7 @@ class OrderedLanes:
 
     def __init__(self, lane_of: Callable[[Message], Lane]) -> None:
         self._lane_of = lane_of
+        self._lanes_of = _LANES_OF.get(lane_of) or (lambda items: [lane_of(item) for item in items])
         self._lanes: dict[Hashable, _Lane[Message]] = {}
         self._retries: list[tuple[int, int, Hashable]] = []  # (retry_at_ms, sequence, lane) heap
         self._seq = 0
@@ -56,16 +57,17 @@ class OrderedLanes:
     def offer(self, items: Iterable[Message], now_ms: int) -> list[Message]:
         """Received items, in offset order per partition: those that may start now (their lane was idle)."""
         startable = []
-        lanes, lane_of = self._lanes, self._lane_of
-        for item in items:
-            key = lane_of(item)
+        lanes, items = self._lanes, list(items)
+        # The lanes computed in one comprehension, not one call per item: on the receiving thread, each call is also
+        # a point where a handler thread waiting for the GIL takes it over
+        for key, item in zip(self._lanes_of(items), items, strict=True):
             lane = lanes.get(key)
             if lane is None:
                 lanes[key] = _Lane(item)
                 startable.append(item)
             else:
                 lane.waiting.append((item, now_ms))
-        self.held.update(Counter(item.partition for item in items))
+        self.held.update([item.partition for item in items])
         return startable
 
     def done(self, item: Message, now_ms: int) -> list[Message]:
@@ -199,3 +201,18 @@ def _partition_lane(msg: Message) -> Lane:
 
 def _key_lane(msg: Message) -> Lane:
     return (msg.partition, msg.key) if msg.key is not None else (msg.partition, None, msg.offset)
+
+
+def _partition_lanes(items: list[Message]) -> list[Lane]:
+    return [msg.partition for msg in items]
+
+
+def _key_lanes(items: list[Message]) -> list[Lane]:
+    return [(m.partition, m.key) if m.key is not None else (m.partition, None, m.offset) for m in items]
+
+
+# `lane_function`'s lanes for a list of items at once (`OrderedLanes.offer`)
+_LANES_OF: dict[Callable[[Message], Lane], Callable[[list[Message]], list[Lane]]] = {
+    _partition_lane: _partition_lanes,
+    _key_lane: _key_lanes,
+}
