@@ -79,6 +79,21 @@ class WorkerCore:
             self.leases.add_all((((m.partition, m.offset), m) for m in messages), now_ms, messages[0].deadline_ms)
         return messages if self.gate is None else self.gate.admit(messages, now_ms)
 
+    def admit_ordered(self, messages: list[Message], now_ms: int) -> tuple[list[Message], int]:
+        """`admit` for the thread path under ordering, in one lock (the lanes computed before it): the messages
+        that may start now, let start at once while the breaker is closed, and their mark for `may_start_marked`
+        (UNMARKED when the breaker is not closed: nothing marked)."""
+        gate = self.gate
+        assert gate is not None
+        if not messages:
+            return messages, UNMARKED
+        lanes = gate.lanes.lanes_of(messages)
+        with self.lock:
+            self.leases.add_all((((m.partition, m.offset), m) for m in messages), now_ms, messages[0].deadline_ms)
+            closed = self.breaker.state is BreakerState.CLOSED
+            heads = gate.lanes.offer(messages, now_ms, lanes, running=closed)
+            return heads, gate.revocations if closed else UNMARKED
+
     def may_start(self, msg: Message) -> bool:
         """True when the handler may run now; else the message is held (or was given up while it waited).
 

@@ -31,11 +31,11 @@ class _Lane(Generic[T]):
 
     __slots__ = ("head", "retry_at_ms", "revoked", "running", "waiting")
 
-    def __init__(self, head: T) -> None:
+    def __init__(self, head: T, running: bool) -> None:
         self.waiting: deque[tuple[T, int]] = deque()  # (item, since_ms) behind the head, offset order
         self.head: T | None = head  # running, or about to (handed to a handler), or waiting for its retry
         self.retry_at_ms: int | None = None  # set while the head waits for its retry
-        self.running = False  # the head's handler was let start (`started`)
+        self.running = running  # the head's handler was let start (`started`, or `offer` with `running`)
         self.revoked = False  # the head's partition was revoked while it ran (`revoke`)
 
 
@@ -54,16 +54,23 @@ class OrderedLanes:
         # item that started at once is not counted: a histogram observation per message would cost more than the rest.
         self.waits_ms: list[int] = []
 
-    def offer(self, items: Iterable[Message], now_ms: int) -> list[Message]:
-        """Received items, in offset order per partition: those that may start now (their lane was idle)."""
+    def lanes_of(self, items: list[Message]) -> list[Lane]:
+        """The items' lanes (for `offer`; no state read: callers compute them before taking their lock)."""
+        return self._lanes_of(items)
+
+    def offer(
+        self, items: Iterable[Message], now_ms: int, lanes_of: list[Lane] | None = None, running: bool = False
+    ) -> list[Message]:
+        """Received items, in offset order per partition: those that may start now (their lane was idle), let start
+        at once (`started`) when `running`. `lanes_of`: their lanes, when computed already (`lanes_of`)."""
         startable = []
         lanes, items = self._lanes, list(items)
         # The lanes computed in one comprehension, not one call per item: on the receiving thread, each call is also
         # a point where a handler thread waiting for the GIL takes it over
-        for key, item in zip(self._lanes_of(items), items, strict=True):
+        for key, item in zip(self._lanes_of(items) if lanes_of is None else lanes_of, items, strict=True):
             lane = lanes.get(key)
             if lane is None:
-                lanes[key] = _Lane(item)
+                lanes[key] = _Lane(item, running)
                 startable.append(item)
             else:
                 lane.waiting.append((item, now_ms))

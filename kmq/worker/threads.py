@@ -34,7 +34,8 @@ class HandlerThreads:
     ) -> None:
         self._core, self._client, self._handler = core, client, handler
         self._on_death = on_death  # a thread died on an unexpected error (not the handler's: those are outcomes)
-        self._queue: queue.SimpleQueue[list[Message] | None] = queue.SimpleQueue()
+        # Chunks, each with its mark when it was let start already (ordered: `WorkerCore.may_start_marked`)
+        self._queue: queue.SimpleQueue[tuple[list[Message], int | None] | None] = queue.SimpleQueue()
         self._concurrency = concurrency
         self.draining = False  # shutdown: messages not started yet are nacked, not run
         self.acked: deque[Message] = deque()
@@ -46,18 +47,19 @@ class HandlerThreads:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, messages: list[Message], received: int = 0) -> None:
+    def submit(self, messages: list[Message], received: int = 0, mark: int | None = None) -> None:
         """Hand messages to the threads: one by one while few are waiting, in small chunks when many are (a chunk
         costs one hand-off and one acknowledgement step; a slow handler then delays only its chunk-mates).
 
         `received`: the batch they came from, when larger (ordered: the heads of its lanes; the rest follow them on
-        the same threads, see `_keep`): chunks are sized for the whole batch."""
+        the same threads, see `_keep`): chunks are sized for the whole batch. `mark`: ordered, the messages were let
+        start already, with this mark (None: the thread that takes a chunk lets it start)."""
         if not messages:
             return
         size = max(1, min(MAX_CHUNK, max(len(messages), received) // (4 * self._concurrency)))
         put = self._queue.put
         for start in range(0, len(messages), size):
-            put(messages[start : start + size])
+            put((messages[start : start + size], mark))
 
     @property
     def running(self) -> int:
@@ -90,8 +92,8 @@ class HandlerThreads:
 
     def _serve_until_stopped(self, index: int) -> None:
         get = self._queue.get
-        while (chunk := get()) is not _STOP:
-            mark: int | None = None  # from the queue: not marked started yet
+        while (item := get()) is not _STOP:
+            chunk, mark = item
             while chunk:  # ordered: the next messages of the chunk's lanes run on here (see `_keep`)
                 if self.draining:
                     self._give_back(chunk)
@@ -114,9 +116,9 @@ class HandlerThreads:
         # convoys the threads behind the GIL)
         owned, following, mark = self._core.finish_ordered(done)
         self.acked.extend(owned)
-        return self._keep(following), mark
+        return self._keep(following, mark), mark
 
-    def _keep(self, following: list[Message]) -> list[Message]:
+    def _keep(self, following: list[Message], mark: int) -> list[Message]:
         """Of the messages that may start now (the next of the lanes this thread just ran), those it runs itself.
 
         A hand-off through the queue per message (a put, a wake-up, a GIL switch) costs more than a short handler,
@@ -126,7 +128,7 @@ class HandlerThreads:
         if len(following) <= 1 or idle <= 1 or not self._queue.empty():
             return following
         keep = max(1, len(following) // idle)
-        self.submit(following[keep:])
+        self.submit(following[keep:], mark=mark)
         return following[:keep]
 
     def _run(self, chunk: list[Message]) -> list[Message]:

@@ -9,7 +9,7 @@ from kmq.cli._app import _register_all, app
 from kmq.config import KmqConfig
 from kmq.message import Message
 from kmq.worker.config import WorkerConfig
-from kmq.worker.core import WorkerCore
+from kmq.worker.core import UNMARKED, WorkerCore
 from kmq.worker.metrics import WorkerMetrics
 from kmq.worker.ordered import PAUSE_AFTER_MS, OrderGate
 from kmq.worker.outcome import FAILED, OK, Outcome
@@ -150,6 +150,33 @@ def test_a_chunk_marked_started_whose_partition_is_revoked_before_a_message_runs
     owned, following, _ = core.finish_ordered([a0, c0])
     assert (owned, following) == ([a0, c0], [])
     assert not core.leases.held and not gate.holding()
+
+
+def test_heads_let_start_as_they_are_received_do_not_run_once_their_partition_is_revoked() -> None:
+    # given a batch received with the breaker closed: its heads let start at once, a1 waiting behind a0
+    core, gate = gated()
+    a0, a1, b2, c0 = keyed(0, 0, b"a"), keyed(0, 1, b"a"), keyed(0, 2, b"b"), keyed(1, 0, b"c")
+    heads, mark = core.admit_ordered([a0, a1, b2, c0], NOW)
+    assert heads == [a0, b2, c0]
+    # when partition 0 is revoked before a handler thread reaches them: only what waits behind them is dropped then
+    assert gate.revoked({0}) == [a1]
+    # then neither of its heads starts, both dropped unsettled (the tracker redelivers them); partition 1's does
+    assert not core.may_start_marked(a0, mark) and not core.may_start_marked(b2, mark)
+    assert sorted(core.leases.held) == [(1, 0)]
+    assert gate.skipped(a0, NOW) == [] and gate.skipped(b2, NOW) == []
+    assert core.may_start_marked(c0, mark)
+    assert core.finish_ordered([c0])[:2] == ([c0], [])
+    assert not core.leases.held and not gate.holding()
+
+
+def test_heads_received_while_the_breaker_is_open_are_not_let_start_and_a_revocation_drops_them() -> None:
+    core, gate = gated(breaker_min_calls=1, breaker_backoff_ms=1000)
+    with core.lock:
+        core.record_outcome(FAILED, NOW)
+    a0 = keyed(0, 0, b"a")
+    assert core.admit_ordered([a0], NOW) == ([a0], UNMARKED)
+    assert gate.revoked({0}) == [a0]
+    assert not core.leases.held
 
 
 def test_heads_marked_by_one_thread_and_shared_with_another_do_not_run_after_a_revocation() -> None:
