@@ -25,6 +25,7 @@ RETRY_NOW = Outcome("retry", 0)  # shutdown: a message not finished comes back a
 _TALLY = {"ok": "processed", "retry": "retried", "failed": "failed", "reject": "rejected"}
 
 _SETTLED = ("processed", "retried", "failed", "rejected", "expired")  # outcomes that are progress
+UNMARKED = -1  # a chunk not let start in one go (breaker not closed): each message takes the lock in `may_start`
 
 
 def now_ms() -> int:
@@ -78,6 +79,21 @@ class WorkerCore:
             self.leases.add_all((((m.partition, m.offset), m) for m in messages), now_ms, messages[0].deadline_ms)
         return messages if self.gate is None else self.gate.admit(messages, now_ms)
 
+    def admit_ordered(self, messages: list[Message], now_ms: int) -> tuple[list[Message], int]:
+        """`admit` for the thread path under ordering, in one lock (the lanes computed before it): the messages
+        that may start now, let start at once while the breaker is closed, and their mark for `may_start_marked`
+        (UNMARKED when the breaker is not closed: nothing marked)."""
+        gate = self.gate
+        assert gate is not None
+        if not messages:
+            return messages, UNMARKED
+        lanes = gate.lanes.lanes_of(messages)
+        with self.lock:
+            self.leases.add_all((((m.partition, m.offset), m) for m in messages), now_ms, messages[0].deadline_ms)
+            closed = self.breaker.state is BreakerState.CLOSED
+            heads = gate.lanes.offer(messages, now_ms, lanes, running=closed)
+            return heads, gate.revocations if closed else UNMARKED
+
     def may_start(self, msg: Message) -> bool:
         """True when the handler may run now; else the message is held (or was given up while it waited).
 
@@ -99,12 +115,46 @@ class WorkerCore:
             self.breaker.probing(1)
             return True
 
+    def start_ordered(self, chunk: list[Message]) -> int:
+        """Ordered: let a chunk's heads start under one lock (one per message had the handler threads queue behind
+        each other for it); each is then checked without the lock before it runs (`may_start_marked`). Returns the
+        chunk's mark for that check."""
+        assert self.gate is not None
+        with self.lock:
+            return self._mark(chunk, self.gate)
+
+    def _mark(self, chunk: list[Message], gate: OrderGate) -> int:
+        """With `lock` held: the heads marked started (lanes revoked since an earlier marking dropped) and the
+        gate's revocation count now; UNMARKED, marking nothing, unless the breaker is closed."""
+        if self.breaker.state is not BreakerState.CLOSED:
+            return UNMARKED
+        gate.mark_started(chunk)
+        return gate.revocations
+
+    def may_start_marked(self, msg: Message, mark: int) -> bool:
+        """`may_start` for a message of a chunk marked started (`start_ordered`, `finish_ordered`) with `mark`.
+
+        Without the lock while nothing changed since the marking: no revocation (the gate's count, written under
+        the lock, is read here without it), the breaker still closed, the lease still held. Else decided under the
+        lock: a head whose partition was revoked after its marking is dropped there and does not start. A revocation
+        after this check finds the message running: it finishes, as one that started under the lock would."""
+        gate = self.gate
+        assert gate is not None
+        if mark == gate.revocations and self.breaker.state is BreakerState.CLOSED:
+            return (msg.partition, msg.offset) in self.leases.held
+        return self._may_start_ordered(msg, gate)
+
     def _may_start_ordered(self, msg: Message, gate: OrderGate) -> bool:
         with self.lock:
             if (msg.partition, msg.offset) not in self.leases.held:
                 return False  # expired, given back or revoked while it waited
+            if gate.lanes.revoked_while_running(msg):  # marked started, revoked before it ran: it must not run now
+                gate.drop_unrun(msg)
+                self.wake_if_room()
+                return False
             permits = self.breaker.permits()
             if permits == 0:
+                gate.lanes.started(msg, running=False)  # marked started with its chunk: held back after all
                 self.held.append(msg)
                 return False
             if permits is not None:
@@ -142,16 +192,29 @@ class WorkerCore:
         with self.lock:
             if self.gate is not None and following is not None:
                 following += self.gate.advance(messages, now_ms())
-            held = self.leases.held
-            owned = [msg for msg in messages if held.pop((msg.partition, msg.offset), None) is not None]
-            if self.breaker.state is BreakerState.CLOSED:
-                self.processed += len(owned)
-                self._unrecorded_ok += len(owned)
-            else:
-                now = now_ms()
-                for _ in owned:
-                    self._record(OK, now)
-            self.wake_if_room()
+            return self._settle_ok(messages)
+
+    def finish_ordered(self, messages: list[Message]) -> tuple[list[Message], list[Message], int]:
+        """Ordered `finish_ok` under the same one lock that lets the next messages of their lanes start: (those the
+        caller must acknowledge, those that start now, their mark for `may_start_marked`)."""
+        gate = self.gate
+        assert gate is not None
+        with self.lock:
+            following = gate.advance(messages, now_ms())
+            owned = self._settle_ok(messages)
+            return owned, following, self._mark(following, gate) if following else UNMARKED
+
+    def _settle_ok(self, messages: list[Message]) -> list[Message]:
+        held = self.leases.held
+        owned = [msg for msg in messages if held.pop((msg.partition, msg.offset), None) is not None]
+        if self.breaker.state is BreakerState.CLOSED:
+            self.processed += len(owned)
+            self._unrecorded_ok += len(owned)
+        else:
+            now = now_ms()
+            for _ in owned:
+                self._record(OK, now)
+        self.wake_if_room()
         return owned
 
     def record_outcome(self, outcome: Outcome, now: int) -> None:

@@ -48,6 +48,23 @@ class OrderGate:
         # The fewest a receive takes: smaller receives cost a START batch, a commit and a fetch's worth of the
         # consumer's time each, so the loop waits for room rather than take a few messages at a time.
         self.min_receive = max(1, self.limit // MIN_RECEIVE_SHARE)
+        # Revocations so far: written under the core's lock, read without it by handler threads (an int attribute read
+        # is atomic under the GIL) to see that none came since they let a chunk start (`WorkerCore.may_start_marked`).
+        self.revocations = 0
+
+    def mark_started(self, messages: list[Message]) -> None:
+        """Let a chunk of heads start at once (with the core's lock held). Those whose partition was revoked after
+        an earlier marking, before they ran, are dropped with their lease, unsettled, as `revoked` drops what waits:
+        the handler thread then finds no lease and starts nothing (`skipped` moves their lanes on)."""
+        for msg in self.lanes.start(messages):
+            self.drop_unrun(msg)
+
+    def drop_unrun(self, msg: Message) -> None:
+        """`msg` was let start, then its partition was revoked before it ran (with the core's lock held): no END,
+        no nack, its lease no longer extended — its START runs out and the tracker redelivers it to the partition's
+        owner, as for the messages `revoked` drops."""
+        self.core.leases.remove((msg.partition, msg.offset))
+        _log.debug("%s[%d]@%d: partition revoked before it started, dropped", msg.topic, msg.partition, msg.offset)
 
     def admit(self, messages: list[Message], now_ms: int) -> list[Message]:
         """Received messages (already leased): those that may start now."""
@@ -131,6 +148,7 @@ class OrderGate:
         nack: no longer extended, their STARTs run out and the tracker redelivers them to the partition's owner.
         Running handlers finish and settle as in an unordered worker. Returns the messages dropped."""
         with self.core.lock:
+            self.revocations += 1  # heads let start but not yet run: dropped before they run (`drop_unrun`)
             dropped = self.lanes.revoke(partitions)
             for msg in dropped:
                 self.core.leases.remove((msg.partition, msg.offset))

@@ -31,11 +31,11 @@ class _Lane(Generic[T]):
 
     __slots__ = ("head", "retry_at_ms", "revoked", "running", "waiting")
 
-    def __init__(self, head: T) -> None:
+    def __init__(self, head: T, running: bool) -> None:
         self.waiting: deque[tuple[T, int]] = deque()  # (item, since_ms) behind the head, offset order
         self.head: T | None = head  # running, or about to (handed to a handler), or waiting for its retry
         self.retry_at_ms: int | None = None  # set while the head waits for its retry
-        self.running = False  # the head's handler was let start (`started`)
+        self.running = running  # the head's handler was let start (`started`, or `offer` with `running`)
         self.revoked = False  # the head's partition was revoked while it ran (`revoke`)
 
 
@@ -45,6 +45,7 @@ class OrderedLanes:
 
     def __init__(self, lane_of: Callable[[Message], Lane]) -> None:
         self._lane_of = lane_of
+        self._lanes_of = _LANES_OF.get(lane_of) or (lambda items: [lane_of(item) for item in items])
         self._lanes: dict[Hashable, _Lane[Message]] = {}
         self._retries: list[tuple[int, int, Hashable]] = []  # (retry_at_ms, sequence, lane) heap
         self._seq = 0
@@ -53,19 +54,27 @@ class OrderedLanes:
         # item that started at once is not counted: a histogram observation per message would cost more than the rest.
         self.waits_ms: list[int] = []
 
-    def offer(self, items: Iterable[Message], now_ms: int) -> list[Message]:
-        """Received items, in offset order per partition: those that may start now (their lane was idle)."""
+    def lanes_of(self, items: list[Message]) -> list[Lane]:
+        """The items' lanes (for `offer`; no state read: callers compute them before taking their lock)."""
+        return self._lanes_of(items)
+
+    def offer(
+        self, items: Iterable[Message], now_ms: int, lanes_of: list[Lane] | None = None, running: bool = False
+    ) -> list[Message]:
+        """Received items, in offset order per partition: those that may start now (their lane was idle), let start
+        at once (`started`) when `running`. `lanes_of`: their lanes, when computed already (`lanes_of`)."""
         startable = []
-        lanes, lane_of = self._lanes, self._lane_of
-        for item in items:
-            key = lane_of(item)
+        lanes, items = self._lanes, list(items)
+        # The lanes computed in one comprehension, not one call per item: on the receiving thread, each call is also
+        # a point where a handler thread waiting for the GIL takes it over
+        for key, item in zip(self._lanes_of(items) if lanes_of is None else lanes_of, items, strict=True):
             lane = lanes.get(key)
             if lane is None:
-                lanes[key] = _Lane(item)
+                lanes[key] = _Lane(item, running)
                 startable.append(item)
             else:
                 lane.waiting.append((item, now_ms))
-        self.held.update(Counter(item.partition for item in items))
+        self.held.update([item.partition for item in items])
         return startable
 
     def done(self, item: Message, now_ms: int) -> list[Message]:
@@ -103,11 +112,25 @@ class OrderedLanes:
                 started.append(lane.head)
         return started
 
-    def started(self, item: Message) -> None:
-        """`item`, its lane's head, is let start: a revocation now leaves it to finish (`revoke`)."""
+    def started(self, item: Message, running: bool = True) -> None:
+        """`item`, its lane's head, is let start: a revocation now leaves it to finish (`revoke`). `running=False`:
+        held back after all (the breaker opened): a revocation drops it again."""
         lane = self._lanes.get(self._lane_of(item))
         if lane is not None and lane.head is not None and lane.head.offset == item.offset:
-            lane.running = True
+            lane.running = running
+
+    def start(self, items: Iterable[Message]) -> list[Message]:
+        """`started` for a chunk of heads at once; returns those whose lane was revoked since they were last let
+        start, before they ran (the caller drops them, as `revoke` would have): they must not start now."""
+        revoked, lanes, lane_of = [], self._lanes, self._lane_of
+        for item in items:
+            lane = lanes.get(lane_of(item))
+            if lane is not None and lane.head is not None and lane.head.offset == item.offset:
+                if lane.revoked:
+                    revoked.append(item)
+                else:
+                    lane.running = True
+        return revoked
 
     def revoke(self, partitions: set[int]) -> list[Message]:
         """The partitions were taken away: every item of theirs that is not running, removed and returned (waiting
@@ -185,3 +208,18 @@ def _partition_lane(msg: Message) -> Lane:
 
 def _key_lane(msg: Message) -> Lane:
     return (msg.partition, msg.key) if msg.key is not None else (msg.partition, None, msg.offset)
+
+
+def _partition_lanes(items: list[Message]) -> list[Lane]:
+    return [msg.partition for msg in items]
+
+
+def _key_lanes(items: list[Message]) -> list[Lane]:
+    return [(m.partition, m.key) if m.key is not None else (m.partition, None, m.offset) for m in items]
+
+
+# `lane_function`'s lanes for a list of items at once (`OrderedLanes.offer`)
+_LANES_OF: dict[Callable[[Message], Lane], Callable[[list[Message]], list[Lane]]] = {
+    _partition_lane: _partition_lanes,
+    _key_lane: _key_lanes,
+}

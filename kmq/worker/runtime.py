@@ -158,8 +158,11 @@ class Worker:
             _log.warning("receive failed, the batch will be read again: %s", e)
             self._stop.wait(RECEIVE_RETRY_S)
             return
-        if batch:
+        if batch and core.gate is None:
             threads.submit(core.admit(batch, now_ms()), len(batch))
+        elif batch:
+            heads, mark = core.admit_ordered(batch, now_ms())
+            threads.submit(heads, len(batch), mark)
 
     def _flow(self, client: KmqClient, threads: HandlerThreads) -> None:
         """Ordered: start the retries that are due; pause full partitions, resume those with room again."""

@@ -34,7 +34,8 @@ class HandlerThreads:
     ) -> None:
         self._core, self._client, self._handler = core, client, handler
         self._on_death = on_death  # a thread died on an unexpected error (not the handler's: those are outcomes)
-        self._queue: queue.SimpleQueue[list[Message] | None] = queue.SimpleQueue()
+        # Chunks, each with its mark when it was let start already (ordered: `WorkerCore.may_start_marked`)
+        self._queue: queue.SimpleQueue[tuple[list[Message], int | None] | None] = queue.SimpleQueue()
         self._concurrency = concurrency
         self.draining = False  # shutdown: messages not started yet are nacked, not run
         self.acked: deque[Message] = deque()
@@ -46,18 +47,19 @@ class HandlerThreads:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, messages: list[Message], received: int = 0) -> None:
+    def submit(self, messages: list[Message], received: int = 0, mark: int | None = None) -> None:
         """Hand messages to the threads: one by one while few are waiting, in small chunks when many are (a chunk
         costs one hand-off and one acknowledgement step; a slow handler then delays only its chunk-mates).
 
         `received`: the batch they came from, when larger (ordered: the heads of its lanes; the rest follow them on
-        the same threads, see `_keep`): chunks are sized for the whole batch."""
+        the same threads, see `_keep`): chunks are sized for the whole batch. `mark`: ordered, the messages were let
+        start already, with this mark (None: the thread that takes a chunk lets it start)."""
         if not messages:
             return
         size = max(1, min(MAX_CHUNK, max(len(messages), received) // (4 * self._concurrency)))
         put = self._queue.put
         for start in range(0, len(messages), size):
-            put(messages[start : start + size])
+            put((messages[start : start + size], mark))
 
     @property
     def running(self) -> int:
@@ -90,27 +92,33 @@ class HandlerThreads:
 
     def _serve_until_stopped(self, index: int) -> None:
         get = self._queue.get
-        while (chunk := get()) is not _STOP:
+        while (item := get()) is not _STOP:
+            chunk, mark = item
             while chunk:  # ordered: the next messages of the chunk's lanes run on here (see `_keep`)
                 if self.draining:
                     self._give_back(chunk)
                     break
-                chunk = self._serve_chunk(index, chunk)
+                chunk, mark = self._serve_chunk(index, chunk, mark)
 
-    def _serve_chunk(self, index: int, chunk: list[Message]) -> list[Message]:
-        """Run a chunk; ordered, the messages that may start now (the next of its lanes) that this thread keeps."""
+    def _serve_chunk(self, index: int, chunk: list[Message], mark: int | None) -> tuple[list[Message], int | None]:
+        """Run a chunk; ordered, the messages that may start now (the next of its lanes) that this thread keeps,
+        already marked started (with their mark)."""
         busy = self._busy
         busy[index] = True
-        done = self._run(chunk)
+        done = self._run(chunk) if self._core.gate is None else self._run_ordered(chunk, mark)
         busy[index] = False
         if not done:
-            return []
-        # Ordered: one lock for the chunk's successes (a lock per message convoys the threads behind the GIL)
-        following: list[Message] = []
-        self.acked.extend(self._core.finish_ok(done, following))
-        return self._keep(following)
+            return [], None
+        if self._core.gate is None:
+            self.acked.extend(self._core.finish_ok(done))
+            return [], None
+        # One lock for the chunk's successes and for letting the next of their lanes start (a lock per message
+        # convoys the threads behind the GIL)
+        owned, following, mark = self._core.finish_ordered(done)
+        self.acked.extend(owned)
+        return self._keep(following, mark), mark
 
-    def _keep(self, following: list[Message]) -> list[Message]:
+    def _keep(self, following: list[Message], mark: int) -> list[Message]:
         """Of the messages that may start now (the next of the lanes this thread just ran), those it runs itself.
 
         A hand-off through the queue per message (a put, a wake-up, a GIL switch) costs more than a short handler,
@@ -120,7 +128,7 @@ class HandlerThreads:
         if len(following) <= 1 or idle <= 1 or not self._queue.empty():
             return following
         keep = max(1, len(following) // idle)
-        self.submit(following[keep:])
+        self.submit(following[keep:], mark=mark)
         return following[:keep]
 
     def _run(self, chunk: list[Message]) -> list[Message]:
@@ -133,12 +141,29 @@ class HandlerThreads:
                 outcome = run_handler(handler, msg)
                 if outcome is OK:
                     done.append(msg)
-                elif core.gate is not None:
-                    self._finish_ordered(msg, outcome)
                 elif core.finish(msg, outcome):
                     settle(self._client, msg, outcome)
-            elif core.gate is not None:
-                self.submit(core.gate.skipped(msg, now_ms()))
+        return done
+
+    def _run_ordered(self, chunk: list[Message], mark: int | None) -> list[Message]:
+        """`_run` under key or partition ordering: the chunk's heads are marked started under one lock (unless they
+        were with `mark`), then each is checked without it before it runs (`WorkerCore.may_start_marked`)."""
+        core, handler, done, gate = self._core, self._handler, [], self._core.gate
+        assert gate is not None
+        if mark is None:
+            mark = core.start_ordered(chunk)
+        may_start = core.may_start_marked
+        for msg in chunk:
+            if self.draining:
+                self._give_back([msg])
+            elif may_start(msg, mark):
+                outcome = run_handler(handler, msg)
+                if outcome is OK:
+                    done.append(msg)
+                else:
+                    self._finish_ordered(msg, outcome)
+            else:
+                self.submit(gate.skipped(msg, now_ms()))
         return done
 
     def _finish_ordered(self, msg: Message, outcome: Outcome) -> None:

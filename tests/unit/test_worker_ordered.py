@@ -9,7 +9,7 @@ from kmq.cli._app import _register_all, app
 from kmq.config import KmqConfig
 from kmq.message import Message
 from kmq.worker.config import WorkerConfig
-from kmq.worker.core import WorkerCore
+from kmq.worker.core import UNMARKED, WorkerCore
 from kmq.worker.metrics import WorkerMetrics
 from kmq.worker.ordered import PAUSE_AFTER_MS, OrderGate
 from kmq.worker.outcome import FAILED, OK, Outcome
@@ -126,6 +126,91 @@ def test_a_failure_of_a_handler_running_through_a_revocation_is_nacked_not_retri
     # when the head fails, then it settles as in an unordered worker (a nack), and nothing follows it here
     assert gate.finish(a0, FAILED, NOW) == (FAILED, [])
     assert not core.leases.held and not gate.holding()
+
+
+def test_a_chunk_marked_started_whose_partition_is_revoked_before_a_message_runs_does_not_run_it() -> None:
+    # given a chunk of heads let start under one lock: a0 and b1 of partition 0 (a2 waits behind a0), c0 of
+    # partition 1, and a0 running
+    core, gate = gated()
+    a0, b1, a2, c0 = keyed(0, 0, b"a"), keyed(0, 1, b"b"), keyed(0, 2, b"a"), keyed(1, 0, b"c")
+    chunk = core.admit([a0, b1, a2, c0], NOW)
+    assert chunk == [a0, b1, c0]
+    mark = core.start_ordered(chunk)
+    assert core.may_start_marked(a0, mark)
+    # when partition 0 is revoked before b1 runs: it is not among the messages dropped (it was let start)
+    assert gate.revoked({0}) == [a2]
+    assert (0, 1) in core.leases.held
+    # then the check before it runs refuses it and drops its lease unsettled, as the revocation drops what waits:
+    # its START runs out and the tracker redelivers it to the partition's owner (nothing acknowledged, nothing lost)
+    assert not core.may_start_marked(b1, mark)
+    assert (0, 1) not in core.leases.held
+    assert gate.skipped(b1, NOW) == []
+    # and the other partition's head still starts; a0, running through the revocation, finishes and starts nothing
+    assert core.may_start_marked(c0, mark)
+    owned, following, _ = core.finish_ordered([a0, c0])
+    assert (owned, following) == ([a0, c0], [])
+    assert not core.leases.held and not gate.holding()
+
+
+def test_heads_let_start_as_they_are_received_do_not_run_once_their_partition_is_revoked() -> None:
+    # given a batch received with the breaker closed: its heads let start at once, a1 waiting behind a0
+    core, gate = gated()
+    a0, a1, b2, c0 = keyed(0, 0, b"a"), keyed(0, 1, b"a"), keyed(0, 2, b"b"), keyed(1, 0, b"c")
+    heads, mark = core.admit_ordered([a0, a1, b2, c0], NOW)
+    assert heads == [a0, b2, c0]
+    # when partition 0 is revoked before a handler thread reaches them: only what waits behind them is dropped then
+    assert gate.revoked({0}) == [a1]
+    # then neither of its heads starts, both dropped unsettled (the tracker redelivers them); partition 1's does
+    assert not core.may_start_marked(a0, mark) and not core.may_start_marked(b2, mark)
+    assert sorted(core.leases.held) == [(1, 0)]
+    assert gate.skipped(a0, NOW) == [] and gate.skipped(b2, NOW) == []
+    assert core.may_start_marked(c0, mark)
+    assert core.finish_ordered([c0])[:2] == ([c0], [])
+    assert not core.leases.held and not gate.holding()
+
+
+def test_heads_received_while_the_breaker_is_open_are_not_let_start_and_a_revocation_drops_them() -> None:
+    core, gate = gated(breaker_min_calls=1, breaker_backoff_ms=1000)
+    with core.lock:
+        core.record_outcome(FAILED, NOW)
+    a0 = keyed(0, 0, b"a")
+    assert core.admit_ordered([a0], NOW) == ([a0], UNMARKED)
+    assert gate.revoked({0}) == [a0]
+    assert not core.leases.held
+
+
+def test_heads_marked_by_one_thread_and_shared_with_another_do_not_run_after_a_revocation() -> None:
+    # given a0 finishing on one thread, which lets a1 start (marked with the finish) and shares it through the queue
+    core, gate = gated()
+    a0, a1, a2 = keyed(0, 0, b"a"), keyed(0, 1, b"a"), keyed(0, 2, b"a")
+    core.admit([a0, a1], NOW)
+    assert core.may_start_marked(a0, core.start_ordered([a0]))
+    owned, following, _ = core.finish_ordered([a0])
+    assert (owned, following) == ([a0], [a1])
+    # when the partition is revoked, then assigned again and a2 received, before the thread that took a1 marks it
+    assert gate.revoked({0}) == []
+    assert core.admit([a2], NOW) == []  # behind a1: its lane is a1's
+    mark = core.start_ordered([a1])
+    # then a1 is dropped there, unsettled, and does not start with the fresh mark; its lane moves on to a2
+    assert (0, 1) not in core.leases.held
+    assert not core.may_start_marked(a1, mark)
+    assert gate.skipped(a1, NOW) == [a2]
+    assert core.may_start_marked(a2, core.start_ordered([a2]))
+
+
+def test_a_marked_head_held_back_by_an_opening_breaker_is_dropped_by_a_revocation() -> None:
+    # given a chunk marked started while the breaker is closed, then the breaker opens before its head runs
+    core, gate = gated(breaker_min_calls=1, breaker_backoff_ms=1000)
+    a0, a1 = keyed(0, 0, b"a"), keyed(0, 1, b"a")
+    (head,) = core.admit([a0, a1], NOW)
+    mark = core.start_ordered([head])
+    with core.lock:
+        core.record_outcome(FAILED, NOW)
+    # then it is held back, not started, and a revocation drops it with what waits behind it
+    assert not core.may_start_marked(a0, mark)
+    assert list(core.held) == [a0]
+    assert sorted(msg.offset for msg in gate.revoked({0})) == [0, 1]
+    assert not core.held and not core.leases.held
 
 
 def test_the_ordering_flag_refuses_an_unknown_value() -> None:

@@ -27,14 +27,16 @@ BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300)  # the worker's, 
 NOW = 1_000_000
 
 
-class CountedQueue(queue.SimpleQueue[list[Message] | None]):
-    """The handler threads' queue, counting the chunks put in it."""
+class CountedQueue(queue.SimpleQueue[tuple[list[Message], int | None] | None]):
+    """The handler threads' queue, counting the messages of each chunk put in it."""
 
     puts: ClassVar[list[int]] = []  # set per test (monkeypatch)
 
-    def put(self, item: list[Message] | None, block: bool = True, timeout: float | None = None) -> None:
+    def put(
+        self, item: tuple[list[Message], int | None] | None, block: bool = True, timeout: float | None = None
+    ) -> None:
         if item:
-            self.puts.append(len(item))
+            self.puts.append(len(item[0]))
         super().put(item, block, timeout)
 
 
