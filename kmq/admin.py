@@ -176,7 +176,19 @@ def grow_topics(config: KmqConfig, partitions: int, timeout_s: float | None = No
             except TimeoutError as e:
                 raise unavailable(config, f"adding partitions to {topic} timed out after {timeout_s}s") from e
             _log.info("%s: %d partitions (was %d)", topic, partitions, count)
+    _await_partitions(config, admin, partitions, time.monotonic() + timeout_s)
     check_topics(config, timeout_s)
+
+
+def _await_partitions(config: KmqConfig, admin: AdminClient, partitions: int, deadline: float) -> None:
+    """Until the metadata shows both topics grown (or the deadline): a broker learns of new partitions a moment after
+    the controller created them, so a check at once could see the markers grown and the queue not yet."""
+    topics = (config.markers_topic, config.queue_topic)
+    while time.monotonic() < deadline:
+        metadata = _metadata(config, max(0.1, deadline - time.monotonic()), admin)
+        if all(_partitions(config, metadata, topic) >= partitions for topic in topics):
+            return
+        time.sleep(0.2)
 
 
 def _counts(counts: dict[str, int]) -> str:
