@@ -69,7 +69,9 @@ def _leave_group(consumer: Consumer, deadline: float) -> None:
     this poll returns are dropped unhanded (no START, no commit: the partitions' next owner reads them)."""
     try:
         consumer.unsubscribe()
-        while consumer.assignment() and time.monotonic() < deadline:
+        while True:  # one poll at least: an assignment not yet served holds no partition but waits in the queue
             consumer.consume(num_messages=500, timeout=0.1)
+            if not consumer.assignment() or time.monotonic() >= deadline:
+                return
     except KafkaException as e:  # no broker answers (the close then bounds what is left)
         _log.warning("leaving the group before the close: %s", e)
