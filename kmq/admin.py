@@ -115,15 +115,18 @@ def replication(config: KmqConfig, timeout_s: float | None = None) -> list[Topic
     return sorted(result, key=lambda r: topics.index(r.topic))
 
 
-def _await_metadata(config: KmqConfig, topics: tuple[str, ...], timeout_s: float, admin: AdminClient) -> None:
-    """Until metadata shows every topic with a leader per partition: a broker learns of a topic just created a
-    moment after the controller answered, and a check before then would find it missing. Asks through `admin`
-    (the creating client, connected already: a new client for each ask cost a connection, ~40 ms, each time)."""
+def _await_metadata(
+    config: KmqConfig, topics: tuple[str, ...], timeout_s: float, admin: AdminClient, partitions: int = 1
+) -> None:
+    """Until metadata shows every topic with `partitions` partitions or more, each with a leader: a broker learns of
+    a topic (or partitions) just created a moment after the controller answered, and a check before then would find
+    it missing. Asks through `admin` (the creating client, connected already: a new client for each ask cost a
+    connection, ~40 ms, each time)."""
     deadline = time.monotonic() + timeout_s
     while True:
         metadata = _metadata(config, timeout_s, admin)
         found = [metadata.topics.get(topic) for topic in topics]
-        if all(t is not None and t.error is None and t.partitions and _led(t) for t in found):
+        if all(t is not None and t.error is None and len(t.partitions) >= partitions and _led(t) for t in found):
             return
         if time.monotonic() >= deadline:
             return  # check_topics names what is missing
@@ -176,19 +179,10 @@ def grow_topics(config: KmqConfig, partitions: int, timeout_s: float | None = No
             except TimeoutError as e:
                 raise unavailable(config, f"adding partitions to {topic} timed out after {timeout_s}s") from e
             _log.info("%s: %d partitions (was %d)", topic, partitions, count)
-    _await_partitions(config, admin, partitions, time.monotonic() + timeout_s)
+    # a broker learns of new partitions a moment after the controller made them: checked at once, the markers could
+    # show grown and the queue not yet
+    _await_metadata(config, (config.markers_topic, config.queue_topic), timeout_s, admin, partitions)
     check_topics(config, timeout_s)
-
-
-def _await_partitions(config: KmqConfig, admin: AdminClient, partitions: int, deadline: float) -> None:
-    """Until the metadata shows both topics grown (or the deadline): a broker learns of new partitions a moment after
-    the controller created them, so a check at once could see the markers grown and the queue not yet."""
-    topics = (config.markers_topic, config.queue_topic)
-    while time.monotonic() < deadline:
-        metadata = _metadata(config, max(0.1, deadline - time.monotonic()), admin)
-        if all(_partitions(config, metadata, topic) >= partitions for topic in topics):
-            return
-        time.sleep(0.2)
 
 
 def _counts(counts: dict[str, int]) -> str:
