@@ -6,6 +6,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import repeat
+from operator import attrgetter, lshift, or_
 from types import TracebackType
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -28,6 +30,7 @@ from kmq.retention import RetentionLimit
 from kmq.starts import Starts, start_mode
 
 _log = logging.getLogger(__name__)
+_partition_of, _offset_of = attrgetter("partition"), attrgetter("offset")
 Target = Message | MarkerKey
 
 
@@ -134,11 +137,20 @@ class KmqClient:
         else:
             self._end_at(msg.partition, msg.offset)
 
+    @property
+    def ends_batched(self) -> bool:
+        """True with `batch` markers: `processed` only queues the acknowledgement for the thread that writes BATCH
+        ENDs, so any thread may call it without contending for the producer."""
+        return self._ends is not None
+
     def processed_many(self, messages: Iterable[Target]) -> None:
-        """`processed` for many messages at once (with `batch` markers: gathered under one lock)."""
+        """`processed` for many messages at once (with `batch` markers: packed and queued in C, no loop per
+        message in Python)."""
         self._check_open()
         if self._ends is not None:
-            self._ends.add_many(msg.partition << PARTITION_SHIFT | msg.offset for msg in messages)
+            targets = messages if isinstance(messages, list) else list(messages)
+            partitions = map(_partition_of, targets)
+            self._ends.add_many(map(or_, map(lshift, partitions, repeat(PARTITION_SHIFT)), map(_offset_of, targets)))
         elif self._gate is not None:
             for msg in messages:
                 self._gate.run(msg.partition, msg.offset, self._end_at, msg.partition, msg.offset)

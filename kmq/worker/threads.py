@@ -20,9 +20,12 @@ MAX_CHUNK = 32
 class HandlerThreads:
     """`concurrency` threads: each takes a message, checks the breaker lets it start, runs the handler, settles.
 
-    Acknowledgements are left in `acked` for the lease thread to write (`write_acks`): END markers are then produced
-    by the thread that produces the extensions, so an END can never overtake an extension of its message, and the
-    handler threads do not contend for the producer (the cost of a message stays near the bare client's)."""
+    With `kmq` markers, acknowledgements are left in `acked` for the lease thread to write (`write_acks`): END
+    markers are then produced by the thread that produces the extensions, so an END can never overtake an extension
+    of its message, and the handler threads do not contend for the producer. With `batch` markers a handler thread
+    queues its chunk's acknowledgements itself: that produces nothing (the client's END thread writes them later), and
+    an extension is produced under the core's lock, which the chunk's finish takes before the acknowledgements are
+    queued, so the END still follows every extension of its message."""
 
     def __init__(
         self,
@@ -39,6 +42,9 @@ class HandlerThreads:
         self._concurrency = concurrency
         self.draining = False  # shutdown: messages not started yet are nacked, not run
         self.acked: deque[Message] = deque()
+        # Batch markers: a handler thread queues its acknowledgements itself (in C, no producer involved); else the
+        # lease thread writes them (`write_acks`)
+        self._ack = client.processed_many if client.ends_batched else self.acked.extend
         self._busy = [False] * concurrency  # each thread writes its own slot only
         self._threads = [
             threading.Thread(target=self._serve, args=(i,), name=f"kmq-worker-{i}", daemon=True)
@@ -109,13 +115,18 @@ class HandlerThreads:
         busy[index] = False
         if not done:
             return [], None
+        following: list[Message] = []
         if self._core.gate is None:
-            self.acked.extend(self._core.finish_ok(done))
+            owned = self._core.finish_ok(done)
+        else:
+            # One lock for the chunk's successes and for letting the next of their lanes start (a lock per message
+            # convoys the threads behind the GIL)
+            owned, following, mark = self._core.finish_ordered(done)
+        if owned:  # (none once the shutdown abandoned them: the client may be closed by then)
+            self._ack(owned)
+        if not following:
             return [], None
-        # One lock for the chunk's successes and for letting the next of their lanes start (a lock per message
-        # convoys the threads behind the GIL)
-        owned, following, mark = self._core.finish_ordered(done)
-        self.acked.extend(owned)
+        assert mark is not None
         return self._keep(following, mark), mark
 
     def _keep(self, following: list[Message], mark: int) -> list[Message]:

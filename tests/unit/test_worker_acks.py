@@ -22,7 +22,9 @@ WAIT_S = 5.0
 
 
 class CountingClient:
-    """Counts `processed` per offset (no Kafka)."""
+    """Counts `processed` per offset (no Kafka); `kmq` markers, whose ENDs the lease thread writes."""
+
+    ends_batched = False
 
     def __init__(self) -> None:
         self.ends: Counter[int] = Counter()

@@ -41,7 +41,9 @@ class CountedQueue(queue.SimpleQueue[tuple[list[Message], int | None] | None]):
 
 
 class Acks:
-    """What `HandlerThreads` calls on its client here: `processed` (no Kafka)."""
+    """What `HandlerThreads` calls on its client here: `processed` (no Kafka), as with `kmq` markers."""
+
+    ends_batched = False
 
     def processed(self, msg: Message) -> None:
         """Nothing to write."""
