@@ -17,6 +17,7 @@ from kmq.errors import CommitError, MarkerWriteError
 from kmq.message import Message
 from kmq.worker.config import WorkerConfig
 from kmq.worker.core import RETRY_NOW, WorkerCore, now_ms
+from kmq.worker.leases import lease_key
 from kmq.worker.outcome import FAILED, AsyncHandler, Outcome, run_async_handler
 from kmq.worker.settle import settle_async
 
@@ -123,7 +124,7 @@ class AsyncPath:
             due = self.core.due(now)
         for msg, timeout_ms in due.extend:
             # Checked and submitted with no await in between: a message settled meanwhile is not extended.
-            if (msg.partition, msg.offset) in self.core.leases:
+            if lease_key(msg) in self.core.leases:
                 await client.extend(msg, timeout_ms)
         for msg in due.expired:
             await settle_async(client, msg, FAILED)

@@ -8,13 +8,14 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
+from itertools import compress
 
 from kmq.config import KmqConfig
 from kmq.message import Message
 from kmq.progress import ProgressWatch
 from kmq.worker.breaker import BreakerState, CircuitBreaker, Transition
 from kmq.worker.config import WorkerConfig
-from kmq.worker.leases import Due, LeaseSchedule
+from kmq.worker.leases import Due, LeaseSchedule, lease_key, lease_keys
 from kmq.worker.metrics import WorkerMetrics
 from kmq.worker.ordered import OrderGate
 from kmq.worker.ordering import Ordering
@@ -40,7 +41,7 @@ class WorkerCore:
         self.settings = settings
         self.metrics = metrics
         self.lock = threading.Lock()
-        self.leases: LeaseSchedule[tuple[int, int], Message] = LeaseSchedule(
+        self.leases: LeaseSchedule[int, Message] = LeaseSchedule(
             settings.margin_ms(config.msg_timeout_ms),
             settings.extension_ms(config.msg_timeout_ms),
             settings.max_processing_ms,
@@ -75,8 +76,9 @@ class WorkerCore:
         ordered: then those whose lane was idle)."""
         if not messages:
             return messages
+        keys = lease_keys(messages)
         with self.lock:
-            self.leases.add_all((((m.partition, m.offset), m) for m in messages), now_ms, messages[0].deadline_ms)
+            self.leases.add_all(keys, messages, now_ms, messages[0].deadline_ms)
         return messages if self.gate is None else self.gate.admit(messages, now_ms)
 
     def admit_ordered(self, messages: list[Message], now_ms: int) -> tuple[list[Message], int]:
@@ -88,8 +90,9 @@ class WorkerCore:
         if not messages:
             return messages, UNMARKED
         lanes = gate.lanes.lanes_of(messages)
+        keys = lease_keys(messages)
         with self.lock:
-            self.leases.add_all((((m.partition, m.offset), m) for m in messages), now_ms, messages[0].deadline_ms)
+            self.leases.add_all(keys, messages, now_ms, messages[0].deadline_ms)
             closed = self.breaker.state is BreakerState.CLOSED
             heads = gate.lanes.offer(messages, now_ms, lanes, running=closed)
             return heads, gate.revocations if closed else UNMARKED
@@ -102,9 +105,9 @@ class WorkerCore:
         if self.gate is not None:
             return self._may_start_ordered(msg, self.gate)
         if self.breaker.state is BreakerState.CLOSED:  # read unlocked: at worst one more starts as it opens
-            return (msg.partition, msg.offset) in self.leases.held
+            return lease_key(msg) in self.leases.held
         with self.lock:
-            if (msg.partition, msg.offset) not in self.leases.held:
+            if lease_key(msg) not in self.leases.held:
                 return False  # expired or abandoned while it waited
             permits = self.breaker.permits()
             if permits is None:
@@ -141,12 +144,12 @@ class WorkerCore:
         gate = self.gate
         assert gate is not None
         if mark == gate.revocations and self.breaker.state is BreakerState.CLOSED:
-            return (msg.partition, msg.offset) in self.leases.held
+            return lease_key(msg) in self.leases.held
         return self._may_start_ordered(msg, gate)
 
     def _may_start_ordered(self, msg: Message, gate: OrderGate) -> bool:
         with self.lock:
-            if (msg.partition, msg.offset) not in self.leases.held:
+            if lease_key(msg) not in self.leases.held:
                 return False  # expired, given back or revoked while it waited
             if gate.lanes.revoked_while_running(msg):  # marked started, revoked before it ran: it must not run now
                 gate.drop_unrun(msg)
@@ -168,8 +171,7 @@ class WorkerCore:
         Successes reach the breaker in bulk (before any failure is counted, and once per loop turn): a success is
         an integer increment here."""
         with self.lock:
-            held = self.leases.held
-            owned = held.pop((msg.partition, msg.offset), None) is not None
+            owned = self.leases.remove(lease_key(msg))
             if owned:
                 if outcome is OK and self.breaker.state is BreakerState.CLOSED:
                     self.processed += 1
@@ -205,8 +207,7 @@ class WorkerCore:
             return owned, following, self._mark(following, gate) if following else UNMARKED
 
     def _settle_ok(self, messages: list[Message]) -> list[Message]:
-        held = self.leases.held
-        owned = [msg for msg in messages if held.pop((msg.partition, msg.offset), None) is not None]
+        owned = list(compress(messages, self.leases.remove_all(lease_keys(messages))))
         if self.breaker.state is BreakerState.CLOSED:
             self.processed += len(owned)
             self._unrecorded_ok += len(owned)
@@ -239,7 +240,7 @@ class WorkerCore:
     def release(self, msg: Message) -> bool:
         """Give up a message that never started (shutdown); True when the caller must nack it."""
         with self.lock:
-            return self.leases.remove((msg.partition, msg.offset))
+            return self.leases.remove(lease_key(msg))
 
     def due(self, now_ms: int) -> Due[Message]:
         """Leases to extend now and messages that ran too long (counted as failed). Call with `lock` held, and
@@ -287,14 +288,14 @@ class WorkerCore:
             items = list(self.held)
             self.held.clear()
             for msg in items:
-                self.leases.remove((msg.partition, msg.offset))
+                self.leases.remove(lease_key(msg))
             return items
 
     def abandon(self) -> list[Message]:
         """Every message still held (shutdown past the grace period): the caller nacks them."""
         with self.lock:
             items = self.leases.items()
-            self.leases.held.clear()
+            self.leases.clear()
             self.held.clear()
             return items
 

@@ -4,12 +4,31 @@ takes `now_ms`, never touches a client or the clock)."""
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterable
+from collections import Counter
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter, lshift, or_
 from typing import Generic, TypeVar
+
+from kmq.message import Message
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
+
+
+_partition_of, _offset_of = attrgetter("partition"), attrgetter("offset")
+KEY_SHIFT = 63  # a lease's key: partition << KEY_SHIFT | offset (an offset is below 2**63), an int, not a tuple
+
+
+def lease_key(msg: Message) -> int:
+    """A message's lease key: an int, which the cyclic garbage collector does not track (a tuple it would)."""
+    return msg.partition << KEY_SHIFT | msg.offset
+
+
+def lease_keys(messages: list[Message]) -> list[int]:
+    """`lease_key` of each message, computed in C rather than by a loop in Python (this runs for every message)."""
+    return list(map(or_, map(lshift, map(_partition_of, messages), repeat(KEY_SHIFT)), map(_offset_of, messages)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,8 +41,14 @@ class Due(Generic[T]):
 
 
 class LeaseSchedule(Generic[K, T]):
-    """Leases by deadline. A worker receives messages in batches that share a deadline, so the heap holds one entry
-    per batch (its deadline, a sequence number, its keys): adding and removing a lease is a dict operation.
+    """Leases by deadline. A worker receives messages in batches that share a deadline, so the schedule keeps one
+    entry per batch (its keys and items, when they were received, how many of its leases are still held) and a heap
+    of (deadline, entry): adding and removing a lease is a dict operation.
+
+    Memory: `held` maps each key to its entry's sequence number, an int, so nothing per lease is an object the cyclic
+    garbage collector tracks (a tuple per lease, held while its message ran, tripled a worker's young collections and
+    set off full ones); a worker's keys are ints too (`lease_key`). An entry whose leases are all
+    removed is dropped at once, with its items: its heap slot, two ints, waits for its deadline.
 
     A lease is extended once its deadline is `margin_ms` away, by `extension_ms` — but never past
     `received_ms + max_processing_ms`; at that bound it expires instead."""
@@ -32,26 +57,56 @@ class LeaseSchedule(Generic[K, T]):
         if extension_ms <= margin_ms:
             raise ValueError(f"a lease extension ({extension_ms} ms) must be longer than the margin ({margin_ms} ms)")
         self.margin_ms, self.extension_ms, self.max_processing_ms = margin_ms, extension_ms, max_processing_ms
-        self.held: dict[K, tuple[T, int, int]] = {}  # key -> (item, received_ms, sequence of its heap entry)
-        self._heap: list[tuple[int, int, list[K]]] = []
+        self.held: dict[K, int] = {}  # key -> sequence number of its entry (read-only outside: remove through here)
+        self._entries: dict[int, _Entry[K, T]] = {}
+        self._heap: list[tuple[int, int]] = []  # (deadline, sequence number)
         self._seq = 0
 
     def add(self, key: K, item: T, received_ms: int, deadline_ms: int) -> None:
-        self.add_all([(key, item)], received_ms, deadline_ms)
+        self.add_all([key], [item], received_ms, deadline_ms)
 
-    def add_all(self, entries: Iterable[tuple[K, T]], received_ms: int, deadline_ms: int) -> None:
-        """Leases sharing one deadline (a received batch, or the leases one `due` call extended)."""
+    def add_all(self, keys: Sequence[K], items: Sequence[T], received_ms: int, deadline_ms: int) -> None:
+        """Leases sharing one deadline (a received batch, or the leases one `due` call extended): `items[i]` under
+        `keys[i]`. Entered by one `dict.update` over a `zip`, with no Python-level loop: this runs for every message
+        a worker receives, on the thread that receives. A key held already moves to this entry (its old entry keeps
+        counting it, and is then dropped only at its deadline)."""
+        if not keys:
+            return
         self._seq += 1
-        seq, held, keys = self._seq, self.held, []
-        for key, item in entries:
-            held[key] = (item, received_ms, seq)
-            keys.append(key)
-        if keys:
-            heapq.heappush(self._heap, (deadline_ms, seq, keys))
+        seq = self._seq
+        self.held.update(zip(keys, repeat(seq)))
+        self._entries[seq] = _Entry(keys, items, received_ms, len(keys))
+        heapq.heappush(self._heap, (deadline_ms, seq))
 
     def remove(self, key: K) -> bool:
         """Forget a lease (its message was settled); False when it was not held (e.g. it expired)."""
-        return self.held.pop(key, None) is not None
+        seq = self.held.pop(key, None)
+        if seq is None:
+            return False
+        self._removed(seq, 1)
+        return True
+
+    def remove_all(self, keys: Iterable[K]) -> list[int | None]:
+        """`remove` for many keys: for each, its entry's sequence number (true) when it was held, else None. The
+        removals run in C (`map`), and the entries are counted down once per entry, not once per key."""
+        seqs = list(map(self.held.pop, keys, repeat(None)))
+        for seq, count in Counter(seqs).items():
+            if seq is not None:
+                self._removed(seq, count)
+        return seqs
+
+    def _removed(self, seq: int, count: int) -> None:
+        entry = self._entries.get(seq)
+        if entry is not None:
+            entry.live -= count
+            if entry.live <= 0:
+                del self._entries[seq]
+
+    def clear(self) -> None:
+        """Forget every lease."""
+        self.held.clear()
+        self._entries.clear()
+        self._heap.clear()
 
     def __len__(self) -> int:
         return len(self.held)
@@ -60,37 +115,55 @@ class LeaseSchedule(Generic[K, T]):
         return key in self.held
 
     def items(self) -> list[T]:
-        return [lease[0] for lease in self.held.values()]
+        """The items of every lease held."""
+        held = self.held
+        return [
+            item
+            for seq, entry in self._entries.items()
+            for key, item in zip(entry.keys, entry.items, strict=True)
+            if held.get(key) == seq
+        ]
 
     def next_due_ms(self) -> int | None:
         """When `due` next has something to do (None: nothing held)."""
-        while self._heap and not self._live(self._heap[0]):
-            heapq.heappop(self._heap)
-        return self._heap[0][0] - self.margin_ms if self._heap else None
+        heap = self._heap
+        while heap and heap[0][1] not in self._entries:
+            heapq.heappop(heap)
+        return heap[0][0] - self.margin_ms if heap else None
 
     def due(self, now_ms: int) -> Due[T]:
         """The leases to extend now (their new deadlines applied here) and those that expired."""
         due: Due[T] = Due()
-        regrouped: dict[tuple[int, int], list[tuple[K, T]]] = {}  # (timeout, received) -> leases extended alike
-        while self._heap and self._heap[0][0] - self.margin_ms <= now_ms:
-            _, seq, keys = heapq.heappop(self._heap)
-            for key in keys:
-                lease = self.held.get(key)
-                if lease is None or lease[2] != seq:
-                    continue  # settled, or rescheduled by a later entry
-                item, received_ms, _ = lease
-                left_ms = received_ms + self.max_processing_ms - now_ms
+        held, heap, entries = self.held, self._heap, self._entries
+        regrouped: dict[tuple[int, int], tuple[list[K], list[T]]] = {}  # (timeout, received) -> leases extended alike
+        while heap and heap[0][0] - self.margin_ms <= now_ms:
+            _, seq = heapq.heappop(heap)
+            entry = entries.pop(seq, None)
+            if entry is None:
+                continue  # every lease of it was removed
+            left_ms = entry.received_ms + self.max_processing_ms - now_ms
+            for key, item in zip(entry.keys, entry.items, strict=True):
+                if held.get(key) != seq:
+                    continue  # removed, or moved to a later entry
                 if left_ms <= self.margin_ms:
-                    del self.held[key]
+                    del held[key]
                     due.expired.append(item)
                     continue
                 timeout_ms = min(self.extension_ms, left_ms)
                 due.extend.append((item, timeout_ms))
-                regrouped.setdefault((timeout_ms, received_ms), []).append((key, item))
-        for (timeout_ms, received_ms), group in regrouped.items():
-            self.add_all(group, received_ms, now_ms + timeout_ms)
+                group_keys, group_items = regrouped.setdefault((timeout_ms, entry.received_ms), ([], []))
+                group_keys.append(key)
+                group_items.append(item)
+        for (timeout_ms, received_ms), (group_keys, group_items) in regrouped.items():
+            self.add_all(group_keys, group_items, received_ms, now_ms + timeout_ms)
         return due
 
-    def _live(self, entry: tuple[int, int, list[K]]) -> bool:
-        seq = entry[1]
-        return any((lease := self.held.get(key)) is not None and lease[2] == seq for key in entry[2])
+
+@dataclass(slots=True)
+class _Entry(Generic[K, T]):
+    """Leases added together: `live` of them still held (an upper bound: a key moved to a later entry still counts)."""
+
+    keys: Sequence[K]
+    items: Sequence[T]
+    received_ms: int
+    live: int

@@ -12,7 +12,7 @@ from typing import Protocol
 from kmq.config import KmqConfig
 from kmq.message import Message
 from kmq.worker.config import WorkerConfig
-from kmq.worker.leases import LeaseSchedule
+from kmq.worker.leases import LeaseSchedule, lease_key
 from kmq.worker.ordering import OrderedLanes, lane_function
 from kmq.worker.outcome import Outcome
 
@@ -27,7 +27,7 @@ class WorkerCore(Protocol):
     @property
     def lock(self) -> threading.Lock: ...
     @property
-    def leases(self) -> LeaseSchedule[tuple[int, int], Message]: ...
+    def leases(self) -> LeaseSchedule[int, Message]: ...
     @property
     def held(self) -> deque[Message]: ...
     def record_outcome(self, outcome: Outcome, now: int) -> None: ...
@@ -63,7 +63,7 @@ class OrderGate:
         """`msg` was let start, then its partition was revoked before it ran (with the core's lock held): no END,
         no nack, its lease no longer extended — its START runs out and the tracker redelivers it to the partition's
         owner, as for the messages `revoked` drops."""
-        self.core.leases.remove((msg.partition, msg.offset))
+        self.core.leases.remove(lease_key(msg))
         _log.debug("%s[%d]@%d: partition revoked before it started, dropped", msg.topic, msg.partition, msg.offset)
 
     def admit(self, messages: list[Message], now_ms: int) -> list[Message]:
@@ -77,7 +77,7 @@ class OrderGate:
         partition was revoked while it ran settles as in an unordered worker: a failure is nacked, not retried here."""
         core = self.core
         with core.lock:
-            key = (msg.partition, msg.offset)
+            key = lease_key(msg)
             if key not in core.leases.held:
                 return None, self.lanes.done(msg, now_ms)  # expired, or given back, while it ran
             core.record_outcome(outcome, now_ms)
@@ -90,7 +90,7 @@ class OrderGate:
                     return None, []
                 attempts = msg.redelivery_count + 1
                 outcome = Outcome("reject", reason=f"{attempts} attempts failed, the last: {outcome.kind}")
-            del core.leases.held[key]
+            core.leases.remove(key)
             core.wake_if_room()
             return outcome, self.lanes.done(msg, now_ms)
 
@@ -112,7 +112,7 @@ class OrderGate:
     def skipped(self, msg: Message, now_ms: int) -> list[Message]:
         """`may_start` refused `msg`: when it is gone (expired while it waited) its lane moves on."""
         with self.core.lock:
-            if (msg.partition, msg.offset) in self.core.leases.held:
+            if lease_key(msg) in self.core.leases.held:
                 return []  # held back by the breaker: it starts later, and its lane waits for it
             return self.lanes.done(msg, now_ms)
 
@@ -139,7 +139,7 @@ class OrderGate:
         with self.core.lock:
             given = self.lanes.give_back()
             for msg in given:
-                self.core.leases.remove((msg.partition, msg.offset))
+                self.core.leases.remove(lease_key(msg))
             return given
 
     def revoked(self, partitions: set[int]) -> list[Message]:
@@ -151,7 +151,7 @@ class OrderGate:
             self.revocations += 1  # heads let start but not yet run: dropped before they run (`drop_unrun`)
             dropped = self.lanes.revoke(partitions)
             for msg in dropped:
-                self.core.leases.remove((msg.partition, msg.offset))
+                self.core.leases.remove(lease_key(msg))
             held = self.core.held  # heads the breaker holds back: dropped above, they leave its queue too
             kept = [msg for msg in held if msg.partition not in partitions]
             if len(kept) != len(held):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -80,3 +82,30 @@ def test_every_lease_held_past_its_margin_is_either_extended_or_expired(
         # invariant: nothing still held is within the margin of its deadline
         assert all(deadline - now > 1_000 for deadline in deadlines.values())
         assert len(leases) == len(deadlines)
+
+
+class Job:
+    """An item a weak reference can follow (to see whether the schedule still holds it)."""
+
+
+def test_a_batch_whose_leases_are_all_removed_is_let_go_at_once() -> None:
+    leases: LeaseSchedule[int, Job] = schedule()
+    jobs = [Job() for _ in range(3)]
+    alive = [weakref.ref(job) for job in jobs]
+    leases.add_all([1, 2, 3], jobs, received_ms=0, deadline_ms=30_000)
+    del jobs
+    assert leases.remove_all([1, 3, 9]) == [1, 1, None]  # held ones give their entry's number; 9 was never held
+    assert all(ref() is not None for ref in alive)  # one lease of the batch is still held: the batch is kept
+    assert leases.remove(2)
+    assert [ref() for ref in alive] == [None, None, None]  # long before the deadline, with no collection needed
+    assert leases.next_due_ms() is None and leases.items() == []
+
+
+def test_a_key_added_again_is_scheduled_by_its_newest_lease_alone() -> None:
+    leases = schedule()
+    leases.add(1, "first", received_ms=0, deadline_ms=3_000)
+    leases.add(1, "again", received_ms=1_500, deadline_ms=4_500)
+    assert leases.items() == ["again"]
+    assert leases.due(2_000).extend == []  # the first lease's deadline passes unnoticed: it was replaced
+    assert leases.due(3_500).extend == [("again", 3_000)]
+    assert leases.remove(1) and len(leases) == 0
