@@ -104,10 +104,7 @@ class OrderGate:
     def advance(self, messages: list[Message], now_ms: int) -> list[Message]:
         """Messages whose handler returned (the caller holds the core's lock and drops their leases): the next
         messages of their lanes, which may start now."""
-        following: list[Message] = []
-        for msg in messages:
-            following += self.lanes.done(msg, now_ms)
-        return following
+        return self.lanes.done_all(messages, now_ms)
 
     def skipped(self, msg: Message, now_ms: int) -> list[Message]:
         """`may_start` refused `msg`: when it is gone (expired while it waited) its lane moves on."""

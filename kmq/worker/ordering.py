@@ -27,12 +27,13 @@ class Ordering(StrEnum):
 
 class _Lane(Generic[T]):
     """A plain class, not a dataclass: one is made per message that finds its lane idle, and a dataclass's
-    `default_factory` made that cost twice as much as the rest of `offer`."""
+    `default_factory` made that cost twice as much as the rest of `offer`. Its queue is made only once an item waits
+    behind the head: most lanes never have one (a deque is the largest object here, and the collector tracks it)."""
 
     __slots__ = ("head", "retry_at_ms", "revoked", "running", "waiting")
 
     def __init__(self, head: T, running: bool) -> None:
-        self.waiting: deque[tuple[T, int]] = deque()  # (item, since_ms) behind the head, offset order
+        self.waiting: deque[tuple[T, int]] | None = None  # (item, since_ms) behind the head, offset order
         self.head: T | None = head  # running, or about to (handed to a handler), or waiting for its retry
         self.retry_at_ms: int | None = None  # set while the head waits for its retry
         self.running = running  # the head's handler was let start (`started`, or `offer` with `running`)
@@ -72,6 +73,8 @@ class OrderedLanes:
             if lane is None:
                 lanes[key] = _Lane(item, running)
                 startable.append(item)
+            elif lane.waiting is None:
+                lane.waiting = deque([(item, now_ms)])
             else:
                 lane.waiting.append((item, now_ms))
         self.held.update([item.partition for item in items])
@@ -79,19 +82,32 @@ class OrderedLanes:
 
     def done(self, item: Message, now_ms: int) -> list[Message]:
         """`item`, its lane's head, finished (settled, or given up): the next item of its lane, if any, may start."""
-        key = self._lane_of(item)
-        lane = self._lanes.get(key)
-        if lane is None or lane.head is None or lane.head.offset != item.offset:
-            return []  # not its lane's head: given back meanwhile
-        self._forget(item)
-        lane.retry_at_ms = None
-        if not lane.waiting:
-            del self._lanes[key]
-            return []
-        lane.head, since_ms = lane.waiting.popleft()  # received after any revocation of the head before it
-        lane.running = lane.revoked = False
-        self.waits_ms.append(max(0, now_ms - since_ms))
-        return [lane.head]
+        return self.done_all([item], now_ms)
+
+    def done_all(self, items: list[Message], now_ms: int) -> list[Message]:
+        """`done` for each of `items` (a chunk whose handlers returned), in one loop: the items that may start now."""
+        following: list[Message] = []
+        lanes, held, waits = self._lanes, self.held, self.waits_ms
+        for key, item in zip(self._lanes_of(items), items, strict=True):
+            lane = lanes.get(key)
+            if lane is None or lane.head is None or lane.head.offset != item.offset:
+                continue  # not its lane's head: given back meanwhile
+            partition = item.partition  # `_forget`, inline: this runs for every message
+            left = held[partition] - 1
+            if left > 0:
+                held[partition] = left
+            else:
+                del held[partition]
+            lane.retry_at_ms = None
+            waiting = lane.waiting
+            if not waiting:
+                del lanes[key]
+                continue
+            lane.head, since_ms = waiting.popleft()  # received after any revocation of the head before it
+            lane.running = lane.revoked = False
+            waits.append(max(0, now_ms - since_ms))
+            following.append(lane.head)
+        return following
 
     def retry(self, again: Message, at_ms: int) -> None:
         """The head failed and runs again (as `again`) at `at_ms`; its lane's later items keep waiting."""
@@ -140,8 +156,8 @@ class OrderedLanes:
         for key, lane in list(self._lanes.items()):
             if lane.head is None or lane.head.partition not in partitions:
                 continue
-            dropped += [item for item, _ in lane.waiting]
-            lane.waiting.clear()
+            dropped += [item for item, _ in lane.waiting or ()]
+            lane.waiting = None
             if not lane.running:
                 dropped.append(lane.head)
                 del self._lanes[key]
@@ -164,8 +180,8 @@ class OrderedLanes:
         for key, lane in list(self._lanes.items()):
             if lane.head is None or (partitions is not None and lane.head.partition not in partitions):
                 continue
-            given += [item for item, _ in lane.waiting]
-            lane.waiting.clear()
+            given += [item for item, _ in lane.waiting or ()]
+            lane.waiting = None
             if lane.retry_at_ms is not None:
                 given.append(lane.head)
                 del self._lanes[key]
@@ -180,7 +196,7 @@ class OrderedLanes:
 
     @property
     def waiting(self) -> int:
-        return sum(len(lane.waiting) for lane in self._lanes.values())
+        return sum(len(lane.waiting) for lane in self._lanes.values() if lane.waiting)
 
     def take_waits_ms(self) -> list[int]:
         waits, self.waits_ms = self.waits_ms, []
