@@ -18,17 +18,20 @@ T = TypeVar("T")
 
 
 _partition_of, _offset_of = attrgetter("partition"), attrgetter("offset")
-KEY_SHIFT = 63  # a lease's key: partition << KEY_SHIFT | offset (an offset is below 2**63), an int, not a tuple
+# A lease's key: offset << KEY_SHIFT | partition (a Kafka partition number is below 2**31), one int rather than a
+# tuple. The offset goes high: an int's hash is its value modulo 2**61 - 1, so partition << 63 | offset would hash to
+# 4 * partition + offset, and partition 1's offset 0 would collide with partition 0's offset 4.
+KEY_SHIFT = 32
 
 
 def lease_key(msg: Message) -> int:
     """A message's lease key: an int, which the cyclic garbage collector does not track (a tuple it would)."""
-    return msg.partition << KEY_SHIFT | msg.offset
+    return msg.offset << KEY_SHIFT | msg.partition
 
 
 def lease_keys(messages: list[Message]) -> list[int]:
     """`lease_key` of each message, computed in C rather than by a loop in Python (this runs for every message)."""
-    return list(map(or_, map(lshift, map(_partition_of, messages), repeat(KEY_SHIFT)), map(_offset_of, messages)))
+    return list(map(or_, map(lshift, map(_offset_of, messages), repeat(KEY_SHIFT)), map(_partition_of, messages)))
 
 
 @dataclass(frozen=True, slots=True)

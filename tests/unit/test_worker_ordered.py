@@ -33,7 +33,7 @@ def gated(**settings: object) -> tuple[WorkerCore, OrderGate]:
 
 def leased(core: WorkerCore) -> set[tuple[int, int]]:
     """The (partition, offset) of every message whose lease the core holds."""
-    return {(key >> KEY_SHIFT, key & ((1 << KEY_SHIFT) - 1)) for key in core.leases.held}
+    return {(key & ((1 << KEY_SHIFT) - 1), key >> KEY_SHIFT) for key in core.leases.held}
 
 
 def keyed(partition: int, offset: int, key: bytes) -> Message:
