@@ -93,6 +93,10 @@ class LeaseSchedule(Generic[K, T]):
         """`remove` for many keys: for each, its entry's sequence number (true) when it was held, else None. The
         removals run in C (`map`), and the entries are counted down once per entry, not once per key."""
         seqs = list(map(self.held.pop, keys, repeat(None)))
+        if seqs and seqs.count(seqs[0]) == len(seqs):  # mostly: a chunk of one batch (no Counter, ~2 µs)
+            if seqs[0] is not None:
+                self._removed(seqs[0], len(seqs))
+            return seqs
         for seq, count in Counter(seqs).items():
             if seq is not None:
                 self._removed(seq, count)

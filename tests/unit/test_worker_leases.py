@@ -109,3 +109,15 @@ def test_a_key_added_again_is_scheduled_by_its_newest_lease_alone() -> None:
     assert leases.due(2_000).extend == []  # the first lease's deadline passes unnoticed: it was replaced
     assert leases.due(3_500).extend == [("again", 3_000)]
     assert leases.remove(1) and len(leases) == 0
+
+
+def test_a_batch_removed_in_one_call_is_let_go_too() -> None:
+    leases: LeaseSchedule[int, Job] = schedule()
+    jobs = [Job(), Job()]
+    alive = [weakref.ref(job) for job in jobs]
+    leases.add_all([1, 2], jobs, received_ms=0, deadline_ms=30_000)
+    leases.add(3, Job(), received_ms=0, deadline_ms=30_000)
+    del jobs
+    assert leases.remove_all([1, 2]) == [1, 1]
+    assert [ref() for ref in alive] == [None, None]
+    assert len(leases) == 1 and 3 in leases
