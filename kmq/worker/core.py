@@ -188,23 +188,22 @@ class WorkerCore:
         if room and not self.wake.is_set() and (self.gate is None or self.gate.receivable()):
             self.notify()
 
-    def finish_ok(self, messages: list[Message], following: list[Message] | None = None) -> list[Message]:
-        """`finish` for handlers that returned, in one go: those the caller must acknowledge. Ordered: the messages
-        that may start now (the next of their lanes) are added to `following`."""
+    def finish_ok(self, messages: list[Message]) -> list[Message]:
+        """`finish` for handlers that returned, in one go: those the caller must acknowledge."""
         with self.lock:
-            if self.gate is not None and following is not None:
-                following += self.gate.advance(messages, now_ms())
             return self._settle_ok(messages)
 
     def finish_ordered(self, messages: list[Message]) -> tuple[list[Message], list[Message], int]:
         """Ordered `finish_ok` under the same one lock that lets the next messages of their lanes start: (those the
-        caller must acknowledge, those that start now, their mark for `may_start_marked`)."""
+        caller must acknowledge, those that start now, their mark for `may_start_marked`). While the breaker is
+        closed they are let start there (marked running, as `start_ordered` marks a chunk); else UNMARKED."""
         gate = self.gate
         assert gate is not None
         with self.lock:
-            following = gate.advance(messages, now_ms())
+            closed = self.breaker.state is BreakerState.CLOSED
+            following = gate.advance(messages, now_ms(), running=closed)
             owned = self._settle_ok(messages)
-            return owned, following, self._mark(following, gate) if following else UNMARKED
+            return owned, following, gate.revocations if closed and following else UNMARKED
 
     def _settle_ok(self, messages: list[Message]) -> list[Message]:
         owned = list(compress(messages, self.leases.remove_all(lease_keys(messages))))

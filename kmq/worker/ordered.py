@@ -101,10 +101,10 @@ class OrderGate:
         fullest = max((count for p, count in self.lanes.held.items() if p not in paused), default=0)
         return self.limit - fullest >= self.min_receive
 
-    def advance(self, messages: list[Message], now_ms: int) -> list[Message]:
+    def advance(self, messages: list[Message], now_ms: int, running: bool = False) -> list[Message]:
         """Messages whose handler returned (the caller holds the core's lock and drops their leases): the next
-        messages of their lanes, which may start now."""
-        return self.lanes.done_all(messages, now_ms)
+        messages of their lanes, which may start now (let start at once when `running`)."""
+        return self.lanes.done_all(messages, now_ms, running)
 
     def skipped(self, msg: Message, now_ms: int) -> list[Message]:
         """`may_start` refused `msg`: when it is gone (expired while it waited) its lane moves on."""

@@ -84,8 +84,9 @@ class OrderedLanes:
         """`item`, its lane's head, finished (settled, or given up): the next item of its lane, if any, may start."""
         return self.done_all([item], now_ms)
 
-    def done_all(self, items: list[Message], now_ms: int) -> list[Message]:
-        """`done` for each of `items` (a chunk whose handlers returned), in one loop: the items that may start now."""
+    def done_all(self, items: list[Message], now_ms: int, running: bool = False) -> list[Message]:
+        """`done` for each of `items` (a chunk whose handlers returned), in one loop: the items that may start now,
+        let start at once (`started`) when `running` (a new head was never revoked: nothing to drop)."""
         following: list[Message] = []
         lanes, held, waits = self._lanes, self.held, self.waits_ms
         for key, item in zip(self._lanes_of(items), items, strict=True):
@@ -104,7 +105,7 @@ class OrderedLanes:
                 del lanes[key]
                 continue
             lane.head, since_ms = waiting.popleft()  # received after any revocation of the head before it
-            lane.running = lane.revoked = False
+            lane.running, lane.revoked = running, False
             waits.append(max(0, now_ms - since_ms))
             following.append(lane.head)
         return following

@@ -79,9 +79,8 @@ def test_a_full_partition_pauses_resumes_at_half_and_bounds_the_receive() -> Non
     assert gate.flow(NOW + PAUSE_AFTER_MS) == ({0}, set())
     assert gate.room == 3  # partition 1's room
     # when partition 0 is down to 2 (half), it resumes
-    following: list[Message] = []
-    core.finish_ok([zero[0]], following)
-    core.finish_ok(following, following)
+    _, following, _ = core.finish_ordered([zero[0]])
+    core.finish_ordered(following)
     assert gate.flow(NOW + PAUSE_AFTER_MS + 1) == (set(), {0})
     core.publish(NOW)
     assert core.metrics.registry.get_sample_value("kmq_worker_partition_held", {"topic": "jobs", "partition": "0"}) == 2

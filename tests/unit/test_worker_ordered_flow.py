@@ -98,8 +98,7 @@ def test_the_loop_waits_for_room_for_a_receives_least_rather_than_take_a_few() -
     assert gate.flow(NOW + PAUSE_AFTER_MS) == ({0}, set())
     assert core.budget() == 8  # partition 0 paused: a receive may take the limit of another
     # and once it is down to half it resumes and the loop receives again, at most its room
-    following: list[Message] = []
-    core.finish_ok([held[0]], following)
+    core.finish_ordered([held[0]])
     assert gate.flow(NOW + PAUSE_AFTER_MS + 1) == (set(), {0})
     assert core.budget() == 4
 
@@ -115,15 +114,14 @@ def test_a_settled_message_wakes_the_loop_only_when_a_receive_could_take_its_lea
     gate.flow(NOW)
     # when partition 1's message is settled (room in the worker, none for a receive: partition 0 has room for 2)
     core.wake.clear()
-    core.finish_ok([one], [])
+    core.finish_ordered([one])
     # then the loop is not woken for it
     assert not core.wake.is_set()
     # nor when partition 0's first is (room for 3)
-    following: list[Message] = []
-    core.finish_ok([zero[0]], following)
+    _, following, _ = core.finish_ordered([zero[0]])
     assert not core.wake.is_set()
     # but when its second is (room for 4), it is
-    core.finish_ok(following, [])
+    core.finish_ordered(following)
     assert core.wake.is_set()
 
 
