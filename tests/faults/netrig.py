@@ -262,6 +262,22 @@ class Rig:
         metadata = admin.list_topics(topic, timeout=30)
         return Counter(p.leader for p in metadata.topics[topic].partitions.values())
 
+    def wait_in_sync(self, topic: str, timeout_s: float) -> None:
+        """Until every replica of every partition of `topic` is in its ISR (or fail at the deadline). A follower
+        that lagged for `replica.lag.time.max.ms` (5 s here; a loaded 2-core machine does that) has left the ISR,
+        and a partition whose ISR is its leader alone cannot move when the leader is cut off: no other replica may
+        lead it (no unclean election)."""
+        admin = AdminClient(admin_settings(self.config))
+        deadline = time.monotonic() + timeout_s
+        while True:
+            partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions.values()
+            behind = {p.id: sorted(set(p.replicas) - set(p.isrs)) for p in partitions if set(p.replicas) - set(p.isrs)}
+            if not behind:
+                return
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"replicas of {topic} still out of sync after {timeout_s:.0f} s: {behind}")
+            time.sleep(0.5)  # a poll interval: the condition is re-checked with a deadline
+
     def check_alive(self) -> None:
         self.children.check()
         if self.http is not None and self.http.failure is not None:

@@ -38,6 +38,7 @@ SLOW_S = 60.0
 RESUME_LIMIT_S = 30.0
 SETTLE_TIMEOUT_S = 180.0
 RESET_EVERY_S = 10.0
+IN_SYNC_TIMEOUT_S = 60.0
 _numbers = iter(range(1, 100))
 
 
@@ -144,6 +145,8 @@ def test_latency_and_loss_on_the_clients_links(rig: Rig) -> None:
 def test_broker_cut_off_from_the_other_two(rig: Rig) -> None:
     leader = rig.leaders(rig.config.queue_topic).most_common(1)[0][0]
     links = isolation_links(leader, rig.cluster.nodes.ids)
+    # the other nodes take over only partitions whose ISR holds them (a follower that fell behind leaves it)
+    rig.wait_in_sync(rig.config.queue_topic, IN_SYNC_TIMEOUT_S)
     verdict = run_fault(
         rig,
         f"node {leader} (the queue's leader) cut off from the other nodes",
