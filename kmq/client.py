@@ -6,8 +6,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from itertools import repeat
-from operator import attrgetter, lshift, or_
 from types import TracebackType
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -19,7 +17,7 @@ from kmq.config import KmqConfig
 from kmq.consumer_close import close_consumer
 from kmq.consumer_turns import SLICE_S, ConsumerTurns
 from kmq.delivery import DeliveryGroup
-from kmq.end_batcher import PARTITION_SHIFT, EndBatcher
+from kmq.end_batcher import PARTITION_SHIFT, EndBatcher, packed
 from kmq.errors import ClientClosedError, TrackerCompatibilityError
 from kmq.kafka import consumer_settings, produce, producer_settings
 from kmq.liveness import KafkaLiveness
@@ -30,7 +28,6 @@ from kmq.retention import RetentionLimit
 from kmq.starts import Starts, start_mode
 
 _log = logging.getLogger(__name__)
-_partition_of, _offset_of = attrgetter("partition"), attrgetter("offset")
 Target = Message | MarkerKey
 
 
@@ -148,9 +145,7 @@ class KmqClient:
         message in Python)."""
         self._check_open()
         if self._ends is not None:
-            targets = messages if isinstance(messages, list) else list(messages)
-            partitions = map(_partition_of, targets)
-            self._ends.add_many(map(or_, map(lshift, partitions, repeat(PARTITION_SHIFT)), map(_offset_of, targets)))
+            self._ends.add_many(packed(messages if isinstance(messages, list) else list(messages)))
         elif self._gate is not None:
             for msg in messages:
                 self._gate.run(msg.partition, msg.offset, self._end_at, msg.partition, msg.offset)

@@ -8,16 +8,15 @@ from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import attrgetter, lshift, or_
+from operator import lshift, or_
 from typing import Generic, TypeVar
 
-from kmq.message import Message
+from kmq.message import Message, offset_of, partition_of
 
 K = TypeVar("K", bound=Hashable)
 T = TypeVar("T")
 
 
-_partition_of, _offset_of = attrgetter("partition"), attrgetter("offset")
 # A lease's key: offset << KEY_SHIFT | partition (a Kafka partition number is below 2**31), one int rather than a
 # tuple. The offset goes high: an int's hash is its value modulo 2**61 - 1, so partition << 63 | offset would hash to
 # 4 * partition + offset, and partition 1's offset 0 would collide with partition 0's offset 4.
@@ -31,7 +30,7 @@ def lease_key(msg: Message) -> int:
 
 def lease_keys(messages: list[Message]) -> list[int]:
     """`lease_key` of each message, computed in C rather than by a loop in Python (this runs for every message)."""
-    return list(map(or_, map(lshift, map(_offset_of, messages), repeat(KEY_SHIFT)), map(_partition_of, messages)))
+    return list(map(or_, map(lshift, map(offset_of, messages), repeat(KEY_SHIFT)), map(partition_of, messages)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -88,17 +88,12 @@ class OrderedLanes:
         """`done` for each of `items` (a chunk whose handlers returned), in one loop: the items that may start now,
         let start at once (`started`) when `running` (a new head was never revoked: nothing to drop)."""
         following: list[Message] = []
-        lanes, held, waits = self._lanes, self.held, self.waits_ms
+        lanes, forget, waits = self._lanes, self._forget, self.waits_ms
         for key, item in zip(self._lanes_of(items), items, strict=True):
             lane = lanes.get(key)
             if lane is None or lane.head is None or lane.head.offset != item.offset:
                 continue  # not its lane's head: given back meanwhile
-            partition = item.partition  # `_forget`, inline: this runs for every message
-            left = held[partition] - 1
-            if left > 0:
-                held[partition] = left
-            else:
-                del held[partition]
+            forget(item)
             lane.retry_at_ms = None
             waiting = lane.waiting
             if not waiting:

@@ -115,19 +115,19 @@ class HandlerThreads:
         busy[index] = False
         if not done:
             return [], None
-        following: list[Message] = []
         if self._core.gate is None:
-            owned = self._core.finish_ok(done)
-        else:
-            # One lock for the chunk's successes and for letting the next of their lanes start (a lock per message
-            # convoys the threads behind the GIL)
-            owned, following, mark = self._core.finish_ordered(done)
+            self._acknowledge(self._core.finish_ok(done))
+            return [], None
+        # One lock for the chunk's successes and for letting the next of their lanes start (a lock per message
+        # convoys the threads behind the GIL)
+        owned, following, mark = self._core.finish_ordered(done)
+        self._acknowledge(owned)
+        return (self._keep(following, mark), mark) if following else ([], None)
+
+    def _acknowledge(self, owned: list[Message]) -> None:
+        """Queue the acknowledgements of messages settled OK (see the class docstring for who writes them)."""
         if owned:  # (none once the shutdown abandoned them: the client may be closed by then)
             self._ack(owned)
-        if not following:
-            return [], None
-        assert mark is not None
-        return self._keep(following, mark), mark
 
     def _keep(self, following: list[Message], mark: int) -> list[Message]:
         """Of the messages that may start now (the next of the lanes this thread just ran), those it runs itself.
@@ -182,7 +182,7 @@ class HandlerThreads:
         assert self._core.gate is not None
         settled, following = self._core.gate.finish(msg, outcome, now_ms())
         if settled is OK:
-            self.acked.append(msg)
+            self._acknowledge([msg])
         elif settled is not None:
             settle(self._client, msg, settled)
         if following:

@@ -271,7 +271,8 @@ class Rig:
         deadline = time.monotonic() + timeout_s
         while True:
             partitions = admin.list_topics(topic, timeout=30).topics[topic].partitions.values()
-            behind = {p.id: sorted(set(p.replicas) - set(p.isrs)) for p in partitions if set(p.replicas) - set(p.isrs)}
+            out = {p.id: sorted(set(p.replicas) - set(p.isrs)) for p in partitions}
+            behind = {partition: replicas for partition, replicas in out.items() if replicas}
             if not behind:
                 return
             if time.monotonic() >= deadline:
