@@ -30,10 +30,28 @@ class _Consumer:
         return self.records[:num_messages]
 
 
-def _client(records: list[_Record]) -> Any:
+class _Librdkafka:
+    """consume() as librdkafka serves it: it returns once it has `num_messages` records, or once `timeout` has passed
+    (counted in `waited_s`) with what it has. `arrivals`: what the fetcher brings, one list per call
+    made while none is ready. A wait is slept, as librdkafka would."""
+
+    def __init__(self, ready: list[_Record], arrivals: list[list[_Record]] | None = None) -> None:
+        self.ready, self.arrivals, self.waited_s = ready, arrivals or [], 0.0
+
+    def consume(self, num_messages: int, timeout: float) -> list[_Record]:
+        if not self.ready and self.arrivals and timeout > 0:
+            self.ready = self.arrivals.pop(0)
+        if len(self.ready) < num_messages and timeout > 0:
+            self.waited_s += timeout
+            time.sleep(timeout)  # what librdkafka does before returning a short batch
+        taken, self.ready = self.ready[:num_messages], self.ready[num_messages:]
+        return taken
+
+
+def _client(records: list[_Record], consumer: Any = None) -> Any:
     client: Any = KmqClient.__new__(KmqClient)  # no Kafka clients: only the poll is under test
     client.config = KmqConfig(bootstrap_servers="k:9092", queue_topic="jobs")
-    client._consumer = _Consumer(records)
+    client._consumer = consumer or _Consumer(records)
     client._turns = ConsumerTurns()
     return client
 
@@ -41,6 +59,25 @@ def _client(records: list[_Record]) -> Any:
 def test_records_without_an_error_come_back_as_consumed() -> None:
     records = [_Record(offset) for offset in range(3)]
     assert _client(records)._poll(10, 0.1) == records
+
+
+def test_records_already_fetched_come_back_without_waiting_for_a_full_batch() -> None:
+    """Asked for 500 with 3 fetched, librdkafka would hold the 3 for the whole slice: the poll takes what is there."""
+    consumer = _Librdkafka([_Record(offset) for offset in range(3)])
+    assert [record.offset for record in _client([], consumer)._poll(500, 5.0)] == [0, 1, 2]
+    assert consumer.waited_s == 0
+
+
+def test_on_an_empty_queue_the_poll_waits_for_one_record_then_takes_what_came_with_it() -> None:
+    consumer = _Librdkafka([], arrivals=[[_Record(offset) for offset in range(4)]])
+    assert [record.offset for record in _client([], consumer)._poll(500, 5.0)] == [0, 1, 2, 3]
+    assert consumer.waited_s == 0
+
+
+def test_a_poll_that_finds_nothing_waits_its_timeout_in_slices() -> None:
+    consumer = _Librdkafka([])
+    assert _client([], consumer)._poll(500, 0.25) == []
+    assert consumer.waited_s == pytest.approx(0.25, abs=0.05)
 
 
 def test_an_end_of_partition_event_is_dropped_and_other_errors_are_logged(caplog: pytest.LogCaptureFixture) -> None:
