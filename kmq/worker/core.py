@@ -71,12 +71,12 @@ class WorkerCore:
     def outstanding(self) -> int:
         return len(self.leases)
 
-    def admit(self, messages: list[Message], now_ms: int) -> list[Message]:
+    def admit(self, messages: list[Message], now_ms: int, keys: list[int] | None = None) -> list[Message]:
         """A received batch (its messages share one deadline): the messages that may start now (all of them unless
-        ordered: then those whose lane was idle)."""
+        ordered: then those whose lane was idle). `keys`: their `lease_keys`, when the caller has them already."""
         if not messages:
             return messages
-        keys = lease_keys(messages)
+        keys = lease_keys(messages) if keys is None else keys
         with self.lock:
             self.leases.add_all(keys, messages, now_ms, messages[0].deadline_ms)
         return messages if self.gate is None else self.gate.admit(messages, now_ms)
@@ -134,8 +134,9 @@ class WorkerCore:
         gate.mark_started(chunk)
         return gate.revocations
 
-    def may_start_marked(self, msg: Message, mark: int) -> bool:
-        """`may_start` for a message of a chunk marked started (`start_ordered`, `finish_ordered`) with `mark`.
+    def may_start_marked(self, msg: Message, mark: int, key: int | None = None) -> bool:
+        """`may_start` for a message of a chunk marked started (`start_ordered`, `finish_ordered`) with `mark` (`key`:
+        its `lease_key`, when the caller has it).
 
         Without the lock while nothing changed since the marking: no revocation (the gate's count, written under
         the lock, is read here without it), the breaker still closed, the lease still held. Else decided under the
@@ -144,7 +145,7 @@ class WorkerCore:
         gate = self.gate
         assert gate is not None
         if mark == gate.revocations and self.breaker.state is BreakerState.CLOSED:
-            return lease_key(msg) in self.leases.held
+            return (lease_key(msg) if key is None else key) in self.leases.held
         return self._may_start_ordered(msg, gate)
 
     def _may_start_ordered(self, msg: Message, gate: OrderGate) -> bool:
@@ -188,25 +189,30 @@ class WorkerCore:
         if room and not self.wake.is_set() and (self.gate is None or self.gate.receivable()):
             self.notify()
 
-    def finish_ok(self, messages: list[Message]) -> list[Message]:
-        """`finish` for handlers that returned, in one go: those the caller must acknowledge."""
+    def finish_ok(self, messages: list[Message], keys: list[int] | None = None) -> list[Message]:
+        """`finish` for handlers that returned, in one go: those the caller must acknowledge. `keys`: their
+        `lease_keys`, when the caller has them already."""
+        keys = lease_keys(messages) if keys is None else keys
         with self.lock:
-            return self._settle_ok(messages)
+            return self._settle_ok(messages, keys)
 
-    def finish_ordered(self, messages: list[Message]) -> tuple[list[Message], list[Message], int]:
+    def finish_ordered(
+        self, messages: list[Message], keys: list[int] | None = None
+    ) -> tuple[list[Message], list[Message], int]:
         """Ordered `finish_ok` under the same one lock that lets the next messages of their lanes start: (those the
         caller must acknowledge, those that start now, their mark for `may_start_marked`). While the breaker is
         closed they are let start there (marked running, as `start_ordered` marks a chunk); else UNMARKED."""
         gate = self.gate
         assert gate is not None
+        keys = lease_keys(messages) if keys is None else keys
         with self.lock:
             closed = self.breaker.state is BreakerState.CLOSED
             following = gate.advance(messages, now_ms(), running=closed)
-            owned = self._settle_ok(messages)
+            owned = self._settle_ok(messages, keys)
             return owned, following, gate.revocations if closed and following else UNMARKED
 
-    def _settle_ok(self, messages: list[Message]) -> list[Message]:
-        owned = list(compress(messages, self.leases.remove_all(lease_keys(messages))))
+    def _settle_ok(self, messages: list[Message], keys: list[int]) -> list[Message]:
+        owned = list(compress(messages, self.leases.remove_all(keys)))
         if self.breaker.state is BreakerState.CLOSED:
             self.processed += len(owned)
             self._unrecorded_ok += len(owned)

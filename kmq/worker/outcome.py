@@ -38,27 +38,28 @@ FAILED = Outcome("failed")
 def run_handler(handler: Handler, msg: Message) -> Outcome:
     try:
         handler(msg)
-    except Retry as e:
-        return Outcome("retry", e.delay_ms)
-    except Reject as e:
-        return Outcome("reject", reason=e.reason)
-    except Exception:  # noqa: BLE001  # any failure of the application's code: retried with backoff, logged
-        _log_failure(msg)
-        return FAILED
+    except Exception as e:  # noqa: BLE001  # any failure of the application's code is an outcome
+        return outcome_of(e, msg)
     return OK
 
 
 async def run_async_handler(handler: AsyncHandler, msg: Message) -> Outcome:
     try:
         await handler(msg)
-    except Retry as e:
-        return Outcome("retry", e.delay_ms)
-    except Reject as e:
-        return Outcome("reject", reason=e.reason)
-    except Exception:  # noqa: BLE001  # any failure of the application's code: retried with backoff, logged
-        _log_failure(msg)
-        return FAILED
+    except Exception as e:  # noqa: BLE001  # any failure of the application's code is an outcome
+        return outcome_of(e, msg)
     return OK
+
+
+def outcome_of(error: Exception, msg: Message) -> Outcome:
+    """What the handler's exception on `msg` means; call it in the `except` block (an unexpected error is logged with
+    its traceback, and retried with backoff)."""
+    if isinstance(error, Retry):
+        return Outcome("retry", error.delay_ms)
+    if isinstance(error, Reject):
+        return Outcome("reject", reason=error.reason)
+    _log_failure(msg)
+    return FAILED
 
 
 def _log_failure(msg: Message) -> None:

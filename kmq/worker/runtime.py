@@ -21,6 +21,7 @@ from kmq.errors import CommitError, MarkerWriteError, WorkerFailedError
 from kmq.worker.async_path import AsyncPath
 from kmq.worker.config import WorkerConfig
 from kmq.worker.core import RETRY_NOW, WorkerCore, now_ms
+from kmq.worker.leases import lease_keys
 from kmq.worker.metrics import WorkerMetrics
 from kmq.worker.ordering import Ordering
 from kmq.worker.outcome import FAILED, Handler
@@ -159,7 +160,8 @@ class Worker:
             self._stop.wait(RECEIVE_RETRY_S)
             return
         if batch and core.gate is None:
-            threads.submit(core.admit(batch, now_ms()), len(batch))
+            keys = lease_keys(batch)  # once, for the leases and for the handler threads' checks
+            threads.submit(core.admit(batch, now_ms(), keys), len(batch), keys=keys)
         elif batch:
             heads, mark = core.admit_ordered(batch, now_ms())
             threads.submit(heads, len(batch), mark)

@@ -9,8 +9,10 @@ from collections.abc import Callable
 
 from kmq.client import KmqClient
 from kmq.message import Message
+from kmq.worker.breaker import BreakerState
 from kmq.worker.core import RETRY_NOW, WorkerCore, now_ms
-from kmq.worker.outcome import OK, Handler, Outcome, run_handler
+from kmq.worker.leases import lease_keys
+from kmq.worker.outcome import OK, Handler, Outcome, outcome_of
 from kmq.worker.settle import settle
 
 _STOP = None
@@ -37,8 +39,9 @@ class HandlerThreads:
     ) -> None:
         self._core, self._client, self._handler = core, client, handler
         self._on_death = on_death  # a thread died on an unexpected error (not the handler's: those are outcomes)
-        # Chunks, each with its mark when it was let start already (ordered: `WorkerCore.may_start_marked`)
-        self._queue: queue.SimpleQueue[tuple[list[Message], int | None] | None] = queue.SimpleQueue()
+        # Chunks, each with its lease keys when known and its mark when it was let start already (ordered:
+        # `WorkerCore.may_start_marked`)
+        self._queue: queue.SimpleQueue[tuple[list[Message], list[int] | None, int | None] | None] = queue.SimpleQueue()
         self._concurrency = concurrency
         self.draining = False  # shutdown: messages not started yet are nacked, not run
         self.acked: deque[Message] = deque()
@@ -53,19 +56,23 @@ class HandlerThreads:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, messages: list[Message], received: int = 0, mark: int | None = None) -> None:
+    def submit(
+        self, messages: list[Message], received: int = 0, mark: int | None = None, keys: list[int] | None = None
+    ) -> None:
         """Hand messages to the threads: one by one while few are waiting, in small chunks when many are (a chunk
         costs one hand-off and one acknowledgement step; a slow handler then delays only its chunk-mates).
 
         `received`: the batch they came from, when larger (ordered: the heads of its lanes; the rest follow them on
         the same threads, see `_keep`): chunks are sized for the whole batch. `mark`: ordered, the messages were let
-        start already, with this mark (None: the thread that takes a chunk lets it start)."""
+        start already, with this mark (None: the thread that takes a chunk lets it start). `keys`: their
+        `lease_keys`, when the caller has them (else the thread that takes a chunk computes its own)."""
         if not messages:
             return
         size = max(1, min(MAX_CHUNK, max(len(messages), received) // (4 * self._concurrency)))
         put = self._queue.put
         for start in range(0, len(messages), size):
-            put((messages[start : start + size], mark))
+            end = start + size
+            put((messages[start:end], None if keys is None else keys[start:end], mark))
 
     @property
     def running(self) -> int:
@@ -99,28 +106,36 @@ class HandlerThreads:
     def _serve_until_stopped(self, index: int) -> None:
         get = self._queue.get
         while (item := get()) is not _STOP:
-            chunk, mark = item
+            chunk, keys, mark = item
             while chunk:  # ordered: the next messages of the chunk's lanes run on here (see `_keep`)
                 if self.draining:
                     self._give_back(chunk)
                     break
-                chunk, mark = self._serve_chunk(index, chunk, mark)
+                chunk, mark = self._serve_chunk(index, chunk, mark, keys)
+                keys = None
 
-    def _serve_chunk(self, index: int, chunk: list[Message], mark: int | None) -> tuple[list[Message], int | None]:
+    def _serve_chunk(
+        self, index: int, chunk: list[Message], mark: int | None, keys: list[int] | None = None
+    ) -> tuple[list[Message], int | None]:
         """Run a chunk; ordered, the messages that may start now (the next of its lanes) that this thread keeps,
-        already marked started (with their mark)."""
-        busy = self._busy
+        already marked started (with their mark). `keys`: the chunk's `lease_keys`, when known."""
+        busy, core = self._busy, self._core
+        if keys is None:
+            keys = lease_keys(chunk)  # once, for the checks before each handler and for the leases' removal
         busy[index] = True
-        done = self._run(chunk) if self._core.gate is None else self._run_ordered(chunk, mark)
+        if core.gate is None:
+            done, done_keys = self._run(chunk, keys)
+        else:
+            done, done_keys = self._run_ordered(chunk, keys, mark)
         busy[index] = False
         if not done:
             return [], None
-        if self._core.gate is None:
-            self._acknowledge(self._core.finish_ok(done))
+        if core.gate is None:
+            self._acknowledge(core.finish_ok(done, done_keys))
             return [], None
         # One lock for the chunk's successes and for letting the next of their lanes start (a lock per message
         # convoys the threads behind the GIL)
-        owned, following, mark = self._core.finish_ordered(done)
+        owned, following, mark = core.finish_ordered(done, done_keys)
         self._acknowledge(owned)
         return (self._keep(following, mark), mark) if following else ([], None)
 
@@ -142,40 +157,59 @@ class HandlerThreads:
         self.submit(following[keep:], mark=mark)
         return following[:keep]
 
-    def _run(self, chunk: list[Message]) -> list[Message]:
-        """Run the handler on each message the breaker lets start; those it returned from (the rest are settled)."""
-        core, handler, done = self._core, self._handler, []
-        for msg in chunk:
+    def _run(self, chunk: list[Message], keys: list[int]) -> tuple[list[Message], list[int]]:
+        """Run the handler on each message the breaker lets start: those it returned from, and their lease keys (the
+        rest are settled here). One loop with no call but the handler's while the breaker is closed: this is the
+        worker's cost per message."""
+        core, handler, done, done_keys = self._core, self._handler, [], []
+        breaker, held = core.breaker, core.leases.held  # (`held` is never replaced, only changed)
+        for msg, key in zip(chunk, keys, strict=True):
             if self.draining:
                 self._give_back([msg])
-            elif core.may_start(msg):
-                outcome = run_handler(handler, msg)
-                if outcome is OK:
-                    done.append(msg)
-                elif core.finish(msg, outcome):
+                continue
+            if breaker.state is BreakerState.CLOSED:  # read unlocked: at worst one more starts as it opens
+                if key not in held:
+                    continue  # expired or abandoned while it waited
+            elif not core.may_start(msg):
+                continue
+            try:
+                handler(msg)
+            except Exception as e:  # noqa: BLE001  # any failure of the application's code is an outcome
+                outcome = outcome_of(e, msg)
+                if core.finish(msg, outcome):
                     settle(self._client, msg, outcome)
-        return done
+            else:
+                done.append(msg)
+                done_keys.append(key)
+        return done, done_keys
 
-    def _run_ordered(self, chunk: list[Message], mark: int | None) -> list[Message]:
+    def _run_ordered(self, chunk: list[Message], keys: list[int], mark: int | None) -> tuple[list[Message], list[int]]:
         """`_run` under key or partition ordering: the chunk's heads are marked started under one lock (unless they
         were with `mark`), then each is checked without it before it runs (`WorkerCore.may_start_marked`)."""
-        core, handler, done, gate = self._core, self._handler, [], self._core.gate
+        core, handler, done, done_keys, gate = self._core, self._handler, [], [], self._core.gate
         assert gate is not None
         if mark is None:
             mark = core.start_ordered(chunk)
-        may_start = core.may_start_marked
-        for msg in chunk:
+        breaker, held = core.breaker, core.leases.held
+        for msg, key in zip(chunk, keys, strict=True):
             if self.draining:
                 self._give_back([msg])
-            elif may_start(msg, mark):
-                outcome = run_handler(handler, msg)
-                if outcome is OK:
-                    done.append(msg)
-                else:
-                    self._finish_ordered(msg, outcome)
+                continue
+            if mark == gate.revocations and breaker.state is BreakerState.CLOSED:
+                startable = key in held  # `may_start_marked` while nothing changed, inlined (it runs per message)
             else:
+                startable = core.may_start_marked(msg, mark, key)
+            if not startable:
                 self.submit(gate.skipped(msg, now_ms()))
-        return done
+                continue
+            try:
+                handler(msg)
+            except Exception as e:  # noqa: BLE001  # any failure of the application's code is an outcome
+                self._finish_ordered(msg, outcome_of(e, msg))
+            else:
+                done.append(msg)
+                done_keys.append(key)
+        return done, done_keys
 
     def _finish_ordered(self, msg: Message, outcome: Outcome) -> None:
         """Key or partition ordering: settle (or retry in place), then hand on the next message of its lane."""

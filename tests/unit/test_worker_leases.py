@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kmq.worker.leases import LeaseSchedule
+from kmq.message import Message
+from kmq.worker.leases import LeaseSchedule, lease_key, lease_keys
 
 
 def schedule(max_processing_ms: int = 10_000) -> LeaseSchedule[int, str]:
@@ -121,3 +122,13 @@ def test_a_batch_removed_in_one_call_is_let_go_too() -> None:
     assert leases.remove_all([1, 2]) == [1, 1]
     assert [ref() for ref in alive] == [None, None]
     assert len(leases) == 1 and 3 in leases
+
+
+@given(st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1)), max_size=20))
+def test_a_batchs_lease_keys_are_each_messages_own_and_distinct_messages_never_share_one(
+    positions: list[tuple[int, int]],
+) -> None:
+    messages = [Message(b"", None, "jobs", partition, offset, 0, 0, 0) for partition, offset in positions]
+    keys = lease_keys(messages)
+    assert keys == [lease_key(msg) for msg in messages]
+    assert len(set(keys)) == len(set(positions))
