@@ -17,6 +17,10 @@ from kmq.worker.settle import settle
 
 _STOP = None
 MAX_CHUNK = 32
+# Ordered: a thread's chunks are mostly the few next messages of the keys it just ran. While a chunk's successes are
+# fewer than this and chunks wait in the queue, the thread runs one of those too before it records them: one
+# acquisition of the worker's lock then records more of them (taken every few messages, it convoyed the threads).
+RECORD_AT = 16
 
 
 class HandlerThreads:
@@ -127,6 +131,18 @@ class HandlerThreads:
             done, done_keys = self._run(chunk, keys)
         else:
             done, done_keys = self._run_ordered(chunk, keys, mark)
+            while len(done) < RECORD_AT and not self.draining:  # see RECORD_AT
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    self._queue.put(_STOP)  # for the loop, once this chunk is done
+                    break
+                more, more_keys, more_mark = item
+                ran, ran_keys = self._run_ordered(more, more_keys or lease_keys(more), more_mark)
+                done += ran
+                done_keys += ran_keys
         busy[index] = False
         if not done:
             return [], None
