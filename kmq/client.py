@@ -19,7 +19,7 @@ from kmq.consumer_turns import SLICE_S, ConsumerTurns
 from kmq.delivery import DeliveryGroup
 from kmq.end_batcher import PARTITION_SHIFT, EndBatcher, packed
 from kmq.errors import ClientClosedError, TrackerCompatibilityError
-from kmq.kafka import consumer_settings, produce, producer_settings
+from kmq.kafka import consumer_settings, fetch, produce, producer_settings
 from kmq.liveness import KafkaLiveness
 from kmq.marker_writer import MarkerWriter
 from kmq.markers import MarkerKey
@@ -264,21 +264,12 @@ class KmqClient:
 
     def _poll(self, max_messages: int, timeout_s: float) -> list[KafkaMessage]:
         """Consume in slices of at most `SLICE_S` (kmq.consumer_turns): a commit or flush from another thread takes
-        its turn between two; the first slice that finds records returns them.
-
-        librdkafka's `consume(n, timeout)` returns only once it has `n` records or the timeout has passed: asked for
-        a full batch while fewer are fetched, it held them for the whole slice (a record on a quiet queue waited
-        100 ms in the client; a worker asking for its free room waited at every receive). So a slice takes what is
-        there without waiting, and waits only for a first record when there is none, then takes what came with it."""
-        consume = self._consumer.consume
+        its turn between two; the first slice that finds records returns them, without waiting for a full batch
+        (`kmq.kafka.fetch`)."""
         deadline = time.monotonic() + timeout_s
         while True:
             with self._turns.consume():
-                batch = consume(num_messages=max_messages, timeout=0)
-                if not batch:
-                    batch = consume(num_messages=1, timeout=min(SLICE_S, timeout_s))
-                    if batch and max_messages > 1:
-                        batch += consume(num_messages=max_messages - 1, timeout=0)
+                batch = fetch(self._consumer, max_messages, min(SLICE_S, timeout_s))
             timeout_s = deadline - time.monotonic()
             if batch or timeout_s <= 0:
                 return self._records(batch)

@@ -1,5 +1,5 @@
-"""The Kafka edge shared by kmq, the tracker and the REST facade: librdkafka settings per kind of client, and
-producing with back-pressure."""
+"""The Kafka edge shared by kmq, the tracker and the REST facade: librdkafka settings per kind of client,
+producing with back-pressure, and consuming without waiting for a batch to fill."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, cast
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import Message as KafkaMessage
 
 from kmq.config import KafkaValue, KmqConfig
@@ -160,3 +160,19 @@ def produce(
             learned = True
         else:
             return
+
+
+def fetch(consumer: Consumer, max_messages: int, timeout_s: float) -> list[KafkaMessage]:
+    """Up to `max_messages` records or events: what the consumer has fetched, at once; when it has none, it waits at
+    most `timeout_s` for a first one, then takes what came with it.
+
+    librdkafka's `consume(n, timeout)` returns only once it has `n` records or the timeout has passed: asked for more
+    than was fetched, it holds what it has for the whole timeout (a record on a quiet queue waits, and a timer-driven
+    loop sleeps through its deadline). Usually one call: a consumer reading a busy topic has records buffered."""
+    batch = consumer.consume(num_messages=max_messages, timeout=0)
+    if batch or timeout_s <= 0:
+        return batch
+    batch = consumer.consume(num_messages=1, timeout=timeout_s)
+    if batch and max_messages > 1:
+        batch += consumer.consume(num_messages=max_messages - 1, timeout=0)
+    return batch

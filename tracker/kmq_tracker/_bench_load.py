@@ -14,10 +14,9 @@ from kmq import headers as h
 from kmq.batch_markers import BatchEnd, BatchStart, runs_of
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
-from kmq.kafka import produce, producer_settings
+from kmq.kafka import fetch, produce, producer_settings
 from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq.producer import KmqProducer, OutgoingMessage
-from kmq_tracker._fetch import fetch
 
 _BULK = {"linger_ms": 50, "batch_num_messages": 10_000, "queue_buffering_max_messages": 1_000_000}
 

@@ -17,10 +17,9 @@ from confluent_kafka import (
 from confluent_kafka import Message as KafkaMessage
 
 from kmq.config import KafkaValue
-from kmq.kafka import consumer_settings
+from kmq.kafka import consumer_settings, fetch
 from kmq.liveness import KafkaLiveness
 from kmq.receipt_notes import HEADER as RECEIPT_HEADER
-from kmq_tracker._fetch import fetch
 from kmq_tracker.alignment import PartitionCounts
 from kmq_tracker.broker_clock import ClockLead
 from kmq_tracker.config import TrackerConfig

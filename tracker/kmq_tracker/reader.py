@@ -12,8 +12,7 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, Kafka
 from confluent_kafka import Message as KafkaMessage
 
 from kmq.headers import Headers, from_kafka
-from kmq.kafka import consumer_settings
-from kmq_tracker._fetch import fetch
+from kmq.kafka import consumer_settings, fetch
 from kmq_tracker.config import TrackerConfig
 
 _log = logging.getLogger(__name__)
