@@ -1,8 +1,11 @@
 """Workers and tracker replicas SIGKILLed again and again while messages flow: nothing is lost, and the duplicates
 are counted and bounded (issue 15, fault tests).
 
-The issue's manual run sent 20 000 messages through 68 kills; here 8 000 messages and a kill every 1.5 s while they
+The issue's manual run sent 20 000 messages through 68 kills; here 16 000 messages and a kill every 1.5 s while they
 flow (at most 24 s) keep the test within about a minute on 2 shared cores (tansu makes a group rejoin take a second).
+The messages are sent in waves over the kills' window, so that they are still flowing through every kill however
+fast the workers are (sent at once, they were all processed within 10 s once receiving stopped waiting for full
+batches, before enough kills).
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from tests.faults.flow import running_flow, wait_accounted
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 MakeConfig = Callable[..., KmqConfig]
-MESSAGES = 16_000  # pipelined workers got 8 000 through in ~9 s once: too soon for MIN_KILLS kills
+MESSAGES = 16_000
+WAVES = 8  # MESSAGES sent in this many waves, one every SEND_EVERY_S
 KILL_EVERY_S = 1.5
 KILLING_FOR_S = 24.0
+SEND_EVERY_S = KILLING_FOR_S / WAVES
 MIN_KILLS = 6
 TRACKER_IN_FLIGHT = 500  # the tracker's default max_in_flight: what one killed replica may have copied unENDed
 
@@ -36,18 +41,25 @@ def test_sigkills_of_workers_and_trackers_lose_nothing(
     config = make_config(partitions=4, msg_timeout_ms=2_000, max_redeliveries=100, pipelined=pipelined)
     chance = random.Random(15)
     killed: list[str] = []
+    wave = MESSAGES // WAVES
+    senders = [Sender(config, wave, first=1 + i * wave) for i in range(WAVES)]
     with running_flow(kafka, config, tmp_path) as flow:
-        sender = Sender(config, MESSAGES).start()
         started = time.monotonic()
         next_kill = started + KILL_EVERY_S
+        sent_waves = 0
 
-        def kill_on_schedule() -> None:
-            nonlocal next_kill
-            if time.monotonic() >= next_kill and time.monotonic() - started < KILLING_FOR_S:
+        def send_and_kill_on_schedule() -> None:
+            nonlocal next_kill, sent_waves
+            elapsed = time.monotonic() - started
+            while sent_waves < WAVES and sent_waves * SEND_EVERY_S <= elapsed:  # wave i goes at i * SEND_EVERY_S
+                senders[sent_waves].start()
+                sent_waves += 1
+            if time.monotonic() >= next_kill and elapsed < KILLING_FOR_S:
                 killed.append(flow.kill_one(chance))
                 next_kill = time.monotonic() + KILL_EVERY_S
 
-        verdict = wait_accounted(flow, sender, timeout_s=150.0, on_poll=kill_on_schedule)
+        send_and_kill_on_schedule()
+        verdict = wait_accounted(flow, *senders, timeout_s=150.0, on_poll=send_and_kill_on_schedule)
     elapsed_s = time.monotonic() - started
     print(
         f"\n{MESSAGES} messages, {len(killed)} SIGKILLs ({', '.join(killed)}) in {elapsed_s:.0f} s: "

@@ -2,7 +2,8 @@
 
 One cluster, one queue and one set of clients (two worker processes, a tracker, the REST facade and its HTTP client)
 serve the four faults back to back. For each fault a sender sends numbered messages from 5 s before it until 5 s
-after it; the test then waits for every confirmed send to be acknowledged and checks the history of those numbers:
+after it, and on until every client acking before it has acked again (at most 30 s after it); the test then waits
+for every confirmed send to be acknowledged and checks the history of those numbers:
 nothing lost, no handler run after a confirmed ack that the fault does not explain, the first ack within 30 s of the
 fault's end. The duplicates are printed per fault.
 
@@ -74,7 +75,7 @@ def run_fault(
     finally:
         end()
     fault_end = time.time()
-    time.sleep(LEAD_S)
+    send_on_until_resumed(rig, sender, fault_start, fault_end)
     numbers = sender.stop()
     wait_acked(rig, numbers, SETTLE_TIMEOUT_S)
     verdict = rig.history().check(numbers, fault_start, fault_end)
@@ -82,6 +83,20 @@ def run_fault(
     for after in verdict.unexplained[:10]:
         print(f"  unexplained: {after}")
     return verdict
+
+
+def send_on_until_resumed(rig: Rig, sender: Sender, fault_start: float, fault_end: float) -> None:
+    """Keep sending for `LEAD_S` after the fault, and on until every client that acked before its end has acked one of
+    its messages after it, or `RESUME_LIMIT_S` has passed: a client that rejoins its group after the sender stopped
+    has nothing of this fault's left to ack, and would count as never resumed however soon it came back."""
+    time.sleep(LEAD_S)  # the load after the fault: time is what this waits for, not a condition
+    deadline = time.monotonic() + RESUME_LIMIT_S - (time.time() - fault_end)
+    while time.monotonic() < deadline:
+        rig.check_alive()
+        sent = range(sender.first, sender.first + sender.sent_upto)
+        if not rig.history().check(sent, fault_start, fault_end).not_resumed:
+            return
+        time.sleep(0.5)  # a poll interval: the condition is re-checked with a deadline
 
 
 def assert_sound(verdict: Verdict) -> None:
