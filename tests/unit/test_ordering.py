@@ -95,11 +95,13 @@ def test_give_back_takes_waiting_and_retrying_messages_and_leaves_running_ones()
     keys=st.lists(st.sampled_from([b"a", b"b", b"c", None]), min_size=1, max_size=40),
     choices=st.lists(st.integers(0, 1_000), min_size=200, max_size=200),
     ordering=st.sampled_from([Ordering.KEY, Ordering.PARTITION]),
+    let_start=st.booleans(),
 )
 def test_every_message_runs_once_in_offset_order_per_lane_never_two_at_once(
-    keys: list[bytes | None], choices: list[int], ordering: Ordering
+    keys: list[bytes | None], choices: list[int], ordering: Ordering, let_start: bool
 ) -> None:
-    # given messages over two partitions, offered in batches, finishing or retrying in an arbitrary order
+    # given messages over two partitions, offered in batches (their heads let start at once, or not), finishing or
+    # retrying in an arbitrary order
     lane_of = lane_function(ordering)
     received = [message(i % 2, i, key) for i, key in enumerate(keys)]
     order = OrderedLanes(lane_of)
@@ -121,7 +123,7 @@ def test_every_message_runs_once_in_offset_order_per_lane_never_two_at_once(
         if offered < len(received) and choice % 3 == 0:
             batch = received[offered : offered + 1 + choice % 5]
             offered += len(batch)
-            start(order.offer(batch, now))
+            start(order.offer(batch, now, running=let_start))
         elif running:
             msg = running.pop(sorted(running)[choice % len(running)])
             if choice % 7 == 0 and retries < 10:
@@ -129,7 +131,7 @@ def test_every_message_runs_once_in_offset_order_per_lane_never_two_at_once(
                 order.retry(msg._replace(redelivery_count=msg.redelivery_count + 1), now + choice % 4)
             else:
                 finished.append(msg.offset)
-                start(order.done(msg, now))
+                start(order.done_all([msg], now, running=let_start))
         start(order.due(now))
     # when everything left is offered and run to the end
     start(order.offer(received[offered:], now))
@@ -212,3 +214,21 @@ def test_a_head_running_through_a_revocation_is_not_retried_in_place_but_one_rec
     assert offsets(order.done(first, 2)) == [9]
     order.started(later)
     assert not order.revoked_while_running(later)
+
+
+def test_a_head_let_start_as_it_is_offered_goes_through_every_change_of_its_lane() -> None:
+    order = lanes()
+    a0, a1, b0, c0 = message(0, 0, b"a"), message(0, 1, b"a"), message(0, 2, b"b"), message(1, 3, b"c")
+    assert offsets(order.offer([a0, b0, c0], 0, running=True)) == [0, 2, 3]
+    # an item arriving behind it waits, and is counted as waiting
+    assert order.offer([a1], 1, running=True) == []
+    assert order.waiting == 1 and order.keys_waiting == 1
+    # a head held back after all (the breaker opened) is dropped by a revocation; a running one runs on, revoked
+    order.started(b0, running=False)
+    assert sorted(offsets(order.revoke({0}))) == [1, 2]
+    assert order.revoked_while_running(a0) and not order.revoked_while_running(c0)
+    assert order.done(a0, 2) == [] and order.held == Counter({1: 1})
+    # a head retried keeps its lane until its time, then runs again
+    order.retry(c0._replace(redelivery_count=1), 10)
+    assert order.due(9) == [] and [m.redelivery_count for m in order.due(10)] == [1]
+    assert order.done(c0, 11) == [] and not order.held
