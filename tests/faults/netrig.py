@@ -262,6 +262,13 @@ class Rig:
         metadata = admin.list_topics(topic, timeout=30)
         return Counter(p.leader for p in metadata.topics[topic].partitions.values())
 
+    def leaders_seen_by(self, node: int, topic: str) -> Counter[int]:
+        """`leaders`, from node `node`'s metadata alone (an isolated node's would be stale)."""
+        address = self.config.bootstrap_servers.split(",")[self.cluster.nodes.ids.index(node)]
+        admin = AdminClient({**admin_settings(self.config), "bootstrap.servers": address})
+        metadata = admin.list_topics(topic, timeout=10)
+        return Counter(p.leader for p in metadata.topics[topic].partitions.values())
+
     def wait_in_sync(self, topic: str, timeout_s: float) -> None:
         """Until every replica of every partition of `topic` is in its ISR (or fail at the deadline). A follower
         that lagged for `replica.lag.time.max.ms` (5 s here; a loaded 2-core machine does that) has left the ISR,
