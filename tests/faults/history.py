@@ -68,8 +68,8 @@ class Recorder:
             self._file.flush()
 
     def record_all(self, kind: str, events: list[tuple[int, dict[str, Any]]]) -> None:
-        """`record` for many numbers (each with its `where`) in one write: a process killed meanwhile has written
-        all of them or none but the last, torn."""
+        """`record` for many numbers (each with its `where`), written and flushed in one go rather than a line and a
+        flush each (a kill leaves at most the last line torn, as with `record`)."""
         now = time.time()
         lines = "".join(Event(kind, n, now, self.by, **where).to_json() + "\n" for n, where in events)
         with self._lock:
