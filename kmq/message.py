@@ -62,8 +62,8 @@ class Message(_Fields):
 
 
 _new_message = tuple.__new__
-partition_of = itemgetter(3)  # Message.partition, read in C (`map(partition_of, messages)`)
-offset_of = itemgetter(4)
+_partition_of = itemgetter(3)  # Message.partition, read in C
+_offset_of = itemgetter(4)
 Offsets = dict[int, list[int]]  # queue partition -> offsets, in the order received
 
 
@@ -112,6 +112,6 @@ def offsets_by_partition(messages: Iterable[Message]) -> Offsets:
     """Their offsets by partition, in the order given (for the markers, the commit and a rewind). A consumer returns
     a partition's messages in runs: grouped in C, one dict operation per run rather than per message."""
     offsets: Offsets = {}
-    for partition, run in groupby(messages, partition_of):
-        offsets.setdefault(partition, []).extend(map(offset_of, run))
+    for partition, run in groupby(messages, _partition_of):
+        offsets.setdefault(partition, []).extend(map(_offset_of, run))
     return offsets

@@ -134,9 +134,8 @@ class WorkerCore:
         gate.mark_started(chunk)
         return gate.revocations
 
-    def may_start_marked(self, msg: Message, mark: int, key: int | None = None) -> bool:
-        """`may_start` for a message of a chunk marked started (`start_ordered`, `finish_ordered`) with `mark` (`key`:
-        its `lease_key`, when the caller has it).
+    def may_start_marked(self, msg: Message, mark: int) -> bool:
+        """`may_start` for a message of a chunk marked started (`start_ordered`, `finish_ordered`) with `mark`.
 
         Without the lock while nothing changed since the marking: no revocation (the gate's count, written under
         the lock, is read here without it), the breaker still closed, the lease still held. Else decided under the
@@ -145,7 +144,7 @@ class WorkerCore:
         gate = self.gate
         assert gate is not None
         if mark == gate.revocations and self.breaker.state is BreakerState.CLOSED:
-            return (lease_key(msg) if key is None else key) in self.leases.held
+            return lease_key(msg) in self.leases.held
         return self._may_start_ordered(msg, gate)
 
     def _may_start_ordered(self, msg: Message, gate: OrderGate) -> bool:

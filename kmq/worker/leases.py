@@ -28,9 +28,9 @@ def lease_key(msg: Message) -> int:
 
 
 def lease_keys(messages: list[Message]) -> list[int]:
-    """`lease_key` of each message (this runs for every message). One comprehension reading the fields by their
-    index (4: offset, 3: partition, as `offset_of` and `partition_of` read them): measured a third quicker than a
-    chain of `map`s over those getters, and than reading the fields by name."""
+    """`lease_key` of each message (this runs for every message). One comprehension reading a `Message`'s fields by
+    their index (4: offset, 3: partition): measured a third quicker than a chain of `map`s over field getters, and
+    than reading the fields by name."""
     return [msg[4] << 32 | msg[3] for msg in messages]  # KEY_SHIFT, inlined
 
 

@@ -131,18 +131,8 @@ class HandlerThreads:
             done, done_keys = self._run(chunk, keys)
         else:
             done, done_keys = self._run_ordered(chunk, keys, mark)
-            while len(done) < RECORD_AT and not self.draining:  # see RECORD_AT
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is _STOP:
-                    self._queue.put(_STOP)  # for the loop, once this chunk is done
-                    break
-                more, more_keys, more_mark = item
-                ran, ran_keys = self._run_ordered(more, more_keys or lease_keys(more), more_mark)
-                done += ran
-                done_keys += ran_keys
+            while len(done) < RECORD_AT and not self.draining and self._run_queued(done, done_keys):
+                pass
         busy[index] = False
         if not done:
             return [], None
@@ -154,6 +144,22 @@ class HandlerThreads:
         owned, following, mark = core.finish_ordered(done, done_keys)
         self._acknowledge(owned)
         return (self._keep(following, mark), mark) if following else ([], None)
+
+    def _run_queued(self, done: list[Message], done_keys: list[int]) -> bool:
+        """Ordered: run a chunk waiting in the queue too, adding its successes to `done` (see `RECORD_AT`); False
+        when none waits."""
+        try:
+            item = self._queue.get_nowait()
+        except queue.Empty:
+            return False
+        if item is _STOP:
+            self._queue.put(_STOP)  # for the loop, once this chunk is done
+            return False
+        chunk, keys, mark = item
+        ran, ran_keys = self._run_ordered(chunk, keys or lease_keys(chunk), mark)
+        done += ran
+        done_keys += ran_keys
+        return True
 
     def _acknowledge(self, owned: list[Message]) -> None:
         """Queue the acknowledgements of messages settled OK (see the class docstring for who writes them)."""
@@ -214,7 +220,7 @@ class HandlerThreads:
             if mark == gate.revocations and breaker.state is BreakerState.CLOSED:
                 startable = key in held  # `may_start_marked` while nothing changed, inlined (it runs per message)
             else:
-                startable = core.may_start_marked(msg, mark, key)
+                startable = core.may_start_marked(msg, mark)
             if not startable:
                 self.submit(gate.skipped(msg, now_ms()))
                 continue

@@ -256,17 +256,14 @@ class Rig:
     def recorder(self, name: str) -> Recorder:
         return Recorder(self.folder / f"{name}.history", name)
 
-    def leaders(self, topic: str) -> Counter[int]:
-        """How many partitions of `topic` each node leads, from the cluster's metadata."""
-        admin = AdminClient(admin_settings(self.config))
-        metadata = admin.list_topics(topic, timeout=30)
-        return Counter(p.leader for p in metadata.topics[topic].partitions.values())
-
-    def leaders_seen_by(self, node: int, topic: str) -> Counter[int]:
-        """`leaders`, from node `node`'s metadata alone (an isolated node's would be stale)."""
-        address = self.config.bootstrap_servers.split(",")[self.cluster.nodes.ids.index(node)]
-        admin = AdminClient({**admin_settings(self.config), "bootstrap.servers": address})
-        metadata = admin.list_topics(topic, timeout=10)
+    def leaders(self, topic: str, seen_by: int | None = None) -> Counter[int]:
+        """How many partitions of `topic` each node leads, from the cluster's metadata; with `seen_by`, from that
+        node's metadata alone (an isolated node's would be stale)."""
+        settings = admin_settings(self.config)
+        if seen_by is not None:
+            addresses = self.config.bootstrap_servers.split(",")  # one per node, in the order of their ids
+            settings["bootstrap.servers"] = addresses[self.cluster.nodes.ids.index(seen_by)]
+        metadata = AdminClient(settings).list_topics(topic, timeout=30)
         return Counter(p.leader for p in metadata.topics[topic].partitions.values())
 
     def wait_in_sync(self, topic: str, timeout_s: float) -> None:

@@ -169,7 +169,7 @@ def test_broker_cut_off_from_the_other_two(rig: Rig) -> None:
     def look(elapsed: float) -> None:
         if elapsed >= CUT_S - 2 and not seen:
             try:
-                seen.append(str(dict(rig.leaders_seen_by(other, rig.config.queue_topic))))
+                seen.append(str(dict(rig.leaders(rig.config.queue_topic, seen_by=other))))
             except KafkaException as e:
                 seen.append(f"unknown ({e})")
 
