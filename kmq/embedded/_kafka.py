@@ -216,7 +216,8 @@ class KafkaBroker:
         self._workdir = Path(tempfile.mkdtemp(prefix="kmq-kafka-"))
         ports: list[int] = [self._requested_port] if self._requested_port else []
         per_node = 3 if self.secure else 2
-        extra = self.node_count if self._relay is not None else 0  # the relayed FROM<i> listeners
+        # the relayed FROM<i> listeners, and the CONTROLLER_FROM<i> ones of the other nodes
+        extra = 2 * self.node_count - 1 if self._relay is not None else 0
         while len(ports) < (per_node + extra) * self.node_count:
             port = free_port(self.host)
             if port not in ports:
@@ -254,25 +255,25 @@ class KafkaBroker:
     def _relay_links(self, extra_ports: list[int]) -> dict[int, Relayed]:
         """Each node's relays (see `Relay`), made by the relay function before the nodes start."""
         assert self._relay is not None
-        relay, ids = self._relay, [node.node_id for node in self._nodes]
+        relay, ids, ports = self._relay, [node.node_id for node in self._nodes], iter(extra_ports)
+        # Node n's listener ports for each source node i: FROM<i> (inter-broker) and, for i != n, CONTROLLER_FROM<i>.
+        brokers = {n: {i: next(ports) for i in ids} for n in ids}
+        controllers = {n: {i: next(ports) for i in ids if i != n} for n in ids}
+        told = {(n, i): relay(f"controller-{n}-from-{i}", port) for n in ids for i, port in controllers[n].items()}
         relayed = {}
-        for index, node in enumerate(self._nodes):
-            own = dict(zip(ids, extra_ports[index * len(ids) : (index + 1) * len(ids)], strict=True))
-            broker_ports = {
-                source: (port, port if source == node.node_id else relay(f"broker-{node.node_id}-from-{source}", port))
-                for source, port in own.items()
-            }
+        for node in self._nodes:
+            n = node.node_id
             voters = ",".join(
-                f"{peer.node_id}@{self.host}:{self._controller_port(peer, node.node_id, relay)}" for peer in self._nodes
+                f"{peer.node_id}@{self.host}:{node.controller_port if peer is node else told[peer.node_id, n]}"
+                for peer in self._nodes
             )
-            relayed[node.node_id] = Relayed(relay(f"client-{node.node_id}", node.port), broker_ports, voters)
+            relayed[n] = Relayed(
+                relay(f"client-{n}", node.port),
+                {i: (port, port if i == n else relay(f"broker-{n}-from-{i}", port)) for i, port in brokers[n].items()},
+                voters,
+                {i: (port, told[n, i]) for i, port in controllers[n].items()},
+            )
         return relayed
-
-    @staticmethod
-    def _controller_port(peer: KafkaNode, source: int, relay: Relay) -> int:
-        if peer.node_id == source:
-            return peer.controller_port
-        return relay(f"controller-{peer.node_id}-from-{source}", peer.controller_port)
 
     def _node_dir(self, node_id: int) -> Path:
         assert self._workdir is not None

@@ -55,12 +55,19 @@ _PATTERN = "[%d] %p %m (%c)%n"
 @dataclass(frozen=True)
 class Relayed:
     """A node whose peers reach it through relays (a fault injector's proxies): the client port it advertises,
-    one inter-broker listener per source node (`FROM<i>`: its port here and the port node i is told to use), and
-    the controller addresses this node uses (`voters`, each through the relay from this node to that one)."""
+    one inter-broker listener per source node (`FROM<i>`: its port here and the port node i is told to use), one
+    controller listener per source node (`CONTROLLER_FROM<i>`, likewise), and the controller addresses this node
+    uses (`voters`, each through the relay from this node to that one).
+
+    A controller listener per source, not one: a KRaft leader tells the others its own controller endpoints (in
+    BeginQuorumEpoch), and a node connects to the one named like its first controller listener. With one listener
+    every node learnt the leader's real port and bypassed its relay, so a node cut off from the others by its relays
+    still heartbeated to the leader directly and was never fenced."""
 
     client_port: int
     broker_ports: Mapping[int, tuple[int, int]] = field(default_factory=dict)
     voters: str = ""
+    controller_ports: Mapping[int, tuple[int, int]] = field(default_factory=dict)
 
 
 def server_properties(
@@ -108,17 +115,25 @@ def server_properties(
 def _relayed_listeners(
     node_id: int, host: str, listeners: str, controller_port: int, relayed: Relayed
 ) -> dict[str, object]:
-    # Node i replicates through the listener FROM<i> of the others (its inter-broker listener): one relay per pair
-    # of nodes, so a node can be cut off from the others alone. Its own FROM<i> is direct.
-    names = [f"FROM{source}" for source in sorted(relayed.broker_ports)]
-    own = ",".join(f"{name}://{host}:{relayed.broker_ports[int(name[4:])][0]}" for name in names)
-    told = ",".join(f"{name}://{host}:{relayed.broker_ports[int(name[4:])][1]}" for name in names)
+    # Node i replicates through the listener FROM<i> of the others (its inter-broker listener) and reaches their
+    # controllers through CONTROLLER_FROM<i> (its first controller listener name): one relay per pair of nodes and
+    # direction, so a node can be cut off from the others alone. Its own FROM<i> and CONTROLLER_FROM<i> are direct.
+    brokers = {f"FROM{source}": ports for source, ports in sorted(relayed.broker_ports.items())}
+    own_controller = {node_id: (controller_port, controller_port)}
+    controllers = {
+        f"CONTROLLER_FROM{source}": ports
+        for source, ports in sorted({**relayed.controller_ports, **own_controller}.items())
+    }
+    here = ",".join(f"{name}://{host}:{ports[0]}" for name, ports in {**brokers, **controllers}.items())
+    told = ",".join(f"{name}://{host}:{ports[1]}" for name, ports in {**brokers, **controllers}.items())
+    first = f"CONTROLLER_FROM{node_id}"
     return {
-        "listeners": f"{listeners},{own},CONTROLLER://{host}:{controller_port}",
+        "listeners": f"{listeners},{here}",
         "advertised.listeners": f"PLAINTEXT://{host}:{relayed.client_port},{told}",
         "listener.security.protocol.map": ",".join(
-            ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT", *(f"{name}:PLAINTEXT" for name in names)]
+            ["PLAINTEXT:PLAINTEXT", *(f"{name}:PLAINTEXT" for name in {**brokers, **controllers})]
         ),
+        "controller.listener.names": ",".join([first, *(name for name in controllers if name != first)]),
         "inter.broker.listener.name": f"FROM{node_id}",
         "controller.quorum.voters": relayed.voters,
     }

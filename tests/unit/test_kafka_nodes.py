@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from kmq.embedded import EmbeddedKafka
+from kmq.embedded._kafka import KafkaBroker
 from kmq.embedded._kafka_config import Relayed, secure_listener, server_properties
+from kmq.embedded._kafka_node import KafkaNode
 from kmq.errors import EmbeddedBrokerError
 from tests.helpers import run_kmq_broker
 
@@ -43,19 +45,63 @@ def test_a_secure_node_adds_a_sasl_ssl_listener_with_acls() -> None:
 
 def test_a_relayed_node_advertises_its_relays_and_replicates_through_its_own_listener() -> None:
     # Node 2 of three: clients reach it on relay port 7002; node 1 replicates from it through FROM1 (port 9201 here,
-    # 7201 told), node 3 through FROM3; its own FROM2 (its inter-broker listener) is direct.
-    relayed = Relayed(7002, {1: (9201, 7201), 2: (9202, 9202), 3: (9203, 7203)}, "1@127.0.0.1:7301,2@127.0.0.1:9002")
+    # 7201 told), node 3 through FROM3; its own FROM2 (its inter-broker listener) is direct. Node 1 reaches its
+    # controller through CONTROLLER_FROM1 (9301 here, 7301 told), node 3 through CONTROLLER_FROM3.
+    relayed = Relayed(
+        7002,
+        {1: (9201, 7201), 2: (9202, 9202), 3: (9203, 7203)},
+        "1@127.0.0.1:7401,2@127.0.0.1:9002,3@127.0.0.1:7403",
+        {1: (9301, 7301), 3: (9303, 7303)},
+    )
     node = properties(server_properties(Path("/d"), 9102, 9002, "4.4.0", 2, "1@x:1,2@x:2,3@x:3", relayed=relayed))
     assert node["listeners"] == (
         "PLAINTEXT://127.0.0.1:9102,FROM1://127.0.0.1:9201,FROM2://127.0.0.1:9202,FROM3://127.0.0.1:9203,"
-        "CONTROLLER://127.0.0.1:9002"
+        "CONTROLLER_FROM1://127.0.0.1:9301,CONTROLLER_FROM2://127.0.0.1:9002,CONTROLLER_FROM3://127.0.0.1:9303"
     )
+    # The controller listeners are advertised too: a leader tells the others these (each picks its own name's)
     assert node["advertised.listeners"] == (
-        "PLAINTEXT://127.0.0.1:7002,FROM1://127.0.0.1:7201,FROM2://127.0.0.1:9202,FROM3://127.0.0.1:7203"
+        "PLAINTEXT://127.0.0.1:7002,FROM1://127.0.0.1:7201,FROM2://127.0.0.1:9202,FROM3://127.0.0.1:7203,"
+        "CONTROLLER_FROM1://127.0.0.1:7301,CONTROLLER_FROM2://127.0.0.1:9002,CONTROLLER_FROM3://127.0.0.1:7303"
     )
     assert node["inter.broker.listener.name"] == "FROM2"
-    assert node["controller.quorum.voters"] == "1@127.0.0.1:7301,2@127.0.0.1:9002"
-    assert node["listener.security.protocol.map"].endswith("FROM1:PLAINTEXT,FROM2:PLAINTEXT,FROM3:PLAINTEXT")
+    assert node["controller.listener.names"] == "CONTROLLER_FROM2,CONTROLLER_FROM1,CONTROLLER_FROM3"
+    assert node["controller.quorum.voters"] == "1@127.0.0.1:7401,2@127.0.0.1:9002,3@127.0.0.1:7403"
+    assert node["listener.security.protocol.map"] == ",".join(
+        f"{name}:PLAINTEXT"
+        for name in ["PLAINTEXT", "FROM1", "FROM2", "FROM3", *(f"CONTROLLER_FROM{i}" for i in (1, 2, 3))]
+    )
+
+
+def test_every_address_a_relayed_node_can_learn_for_another_is_a_relay_of_that_pair() -> None:
+    """Node i reaches node n's controller at the address KRaft gives it: node n's advertised controller listener
+    (else its listener) of the name node i lists first in controller.listener.names (the leader sends them all in
+    BeginQuorumEpoch), or its voter entry; it replicates from node n's FROM<i>. Each must be the relay of that
+    pair, never node n's own port, or cutting a node's relays leaves it a direct line (it is never fenced)."""
+    relays: dict[int, str] = {}
+
+    def relay(link: str, port: int) -> int:
+        relays[30_000 + len(relays)] = link
+        return 30_000 + len(relays) - 1
+
+    broker = KafkaBroker(None, nodes=3, relay=relay)
+    broker._nodes = [KafkaNode(n, Path(f"/d/{n}"), 9000 + n, 9100 + n, heap="") for n in (1, 2, 3)]
+    broker._relayed = broker._relay_links(list(range(9200, 9200 + 3 * 5)))
+    config = {n.node_id: properties(broker._node_properties(n, "")) for n in broker._nodes}
+
+    def addresses(value: str) -> dict[str, int]:
+        return {name: int(address.rsplit(":", 1)[1]) for name, address in (e.split("://") for e in value.split(","))}
+
+    for i, mine in config.items():
+        first = mine["controller.listener.names"].split(",")[0]
+        voters = {int(v.split("@")[0]): int(v.rsplit(":", 1)[1]) for v in mine["controller.quorum.voters"].split(",")}
+        for n, theirs in config.items():
+            if n == i:
+                continue
+            learnt = {**addresses(theirs["listeners"]), **addresses(theirs["advertised.listeners"])}
+            for what, port in [("leader", learnt[first]), ("voter", voters[n])]:
+                assert relays.get(port) == f"controller-{n}-from-{i}", f"node {i} reaches node {n}'s {what} at {port}"
+            assert relays.get(learnt[f"FROM{i}"]) == f"broker-{n}-from-{i}"
+        assert relays.get(addresses(mine["advertised.listeners"])["PLAINTEXT"]) == f"client-{i}"
 
 
 def test_a_relay_needs_a_kafka_cluster_of_several_nodes() -> None:
