@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from kmq.config import KmqConfig
 from kmq.headers import Headers, from_kafka
+from kmq.kafka import fetch
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,13 @@ def read_topic(
     config: KmqConfig, topic: str, partitions: int, timeout_s: float = 20.0, read_committed: bool = False
 ) -> list[Record]:
     """Every record of `topic` up to its current end (partition EOF on each partition)."""
+    return list(each_record(config, topic, partitions, timeout_s, read_committed))
+
+
+def each_record(
+    config: KmqConfig, topic: str, partitions: int, timeout_s: float = 20.0, read_committed: bool = False
+) -> Iterator[Record]:
+    """`read_topic`, one record at a time (a topic too large to hold as records)."""
     settings: dict[str, Any] = {
         **config.kafka_settings(),
         **config.consumer_kafka_config,
@@ -49,23 +57,19 @@ def read_topic(
     settings["fetch.wait.max.ms"] = 10
     consumer = Consumer(settings)
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    records: list[Record] = []
     at_end: set[int] = set()
     deadline = time.monotonic() + timeout_s
     try:
         while len(at_end) < partitions:
             assert time.monotonic() < deadline, f"reading {topic} did not reach the end in {timeout_s}s"
-            msg = consumer.poll(0.2)
-            if msg is None:
-                continue
-            error = msg.error()
-            if error is not None:
-                assert error.code() == KafkaError._PARTITION_EOF, error.str()
-                at_end.add(msg.partition() or 0)
-                continue
-            at_end.discard(msg.partition() or 0)
-            records.append(
-                Record(
+            for msg in fetch(consumer, 1000, 0.2):  # not consume(1000, t): it would hold a short read for t
+                error = msg.error()
+                if error is not None:
+                    assert error.code() == KafkaError._PARTITION_EOF, error.str()
+                    at_end.add(msg.partition() or 0)
+                    continue
+                at_end.discard(msg.partition() or 0)
+                yield Record(
                     msg.topic() or topic,
                     msg.partition() or 0,
                     msg.offset() or 0,
@@ -74,10 +78,8 @@ def read_topic(
                     from_kafka(msg.headers()),
                     msg.timestamp()[1],
                 )
-            )
     finally:
         consumer.close()
-    return records
 
 
 def committed_offsets(config: KmqConfig, partitions: int) -> dict[int, int]:

@@ -30,13 +30,7 @@ def pending_tail(markers: Iterable[Record], partitions: int) -> dict[int, int]:
     queue offset), with every batch record expanded into one kmq marker per offset."""
     starts: dict[int, dict[int, int]] = {p: {} for p in range(partitions)}
     for record in markers:
-        key = MarkerKey.decode(record.key)
-        value = record.value or b""
-        if is_batch_value(value):
-            marker = decode_batch_marker(key.offset, value)
-            offsets, is_start = list(offsets_in(marker.runs)), isinstance(marker, BatchStart)
-        else:
-            offsets, is_start = [key.offset], isinstance(decode_marker(value), StartMarker)
+        is_start, offsets = _marked(record)
         for offset in offsets:
             if is_start:
                 starts[record.partition][offset] = record.offset
@@ -50,13 +44,27 @@ def marked_offsets(markers: Iterable[Record]) -> tuple[set[tuple[int, int]], set
     started: set[tuple[int, int]] = set()
     ended: set[tuple[int, int]] = set()
     for record in markers:
-        key = MarkerKey.decode(record.key)
-        value = record.value or b""
-        if is_batch_value(value):
-            marker = decode_batch_marker(key.offset, value)
-            into = started if isinstance(marker, BatchStart) else ended
-            into.update((record.partition, o) for o in offsets_in(marker.runs))
-        else:
-            into = started if isinstance(decode_marker(value), StartMarker) else ended
-            into.add((record.partition, key.offset))
+        is_start, offsets = _marked(record)
+        (started if is_start else ended).update((record.partition, o) for o in offsets)
     return started, ended
+
+
+def ended_among(markers: Iterable[Record], wanted: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    """The (partition, offset) of `wanted` that the records END (`marked_offsets` keeping only those: a whole
+    markers topic's ENDs need not be held)."""
+    ended: set[tuple[int, int]] = set()
+    for record in markers:
+        is_start, offsets = _marked(record)
+        if not is_start:
+            ended.update(where for o in offsets if (where := (record.partition, o)) in wanted)
+    return ended
+
+
+def _marked(record: Record) -> tuple[bool, list[int]]:
+    """Whether a marker record STARTs (else ENDs), and the queue offsets it covers (a batch record several)."""
+    key = MarkerKey.decode(record.key)
+    value = record.value or b""
+    if is_batch_value(value):
+        marker = decode_batch_marker(key.offset, value)
+        return isinstance(marker, BatchStart), list(offsets_in(marker.runs))
+    return isinstance(decode_marker(value), StartMarker), [key.offset]

@@ -22,9 +22,9 @@ def test_the_ledger_counts_each_number_once_and_finds_what_is_missing(tmp_path: 
     ledger = Ledger(tmp_path)
     ledger.update(sender, http)
     assert (ledger.confirmed, ledger.acked) == (5, 3)
-    assert ledger.missing() == 3 and ledger.missing_sample() == [2, 4, 70_000]
+    assert ledger.missing() == 3 and list(ledger.missing_numbers()) == [2, 4, 70_000]
     assert ledger.missing(below=10) == 2
     with (tmp_path / "w.history").open("a") as rest:
         rest.write("}\n")  # the torn line completed: read now
     ledger.update(sender, http)
-    assert ledger.missing_sample() == [2, 70_000]
+    assert list(ledger.missing_numbers()) == [2, 70_000]
