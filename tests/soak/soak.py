@@ -56,6 +56,7 @@ MAX_STALL_S = 30.0
 MAX_RSS_GROWTH = 0.20
 OVERDUE_S = 60.0
 DRAIN_TIMEOUT_S = 180.0
+STILL_S = 20.0  # missing numbers unchanged this long are looked up on the markers topic
 READ_TIMEOUT_S = 300.0  # a whole queue or markers topic
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
@@ -304,6 +305,36 @@ class Soak:
         return rss
 
 
+def _drain(
+    config: KmqConfig, ledger: Ledger, check: Callable[[], None], out: Callable[[str], None]
+) -> tuple[set[int], set[int]]:
+    """Wait until every confirmed send is acknowledged, at most DRAIN_TIMEOUT_S: the numbers still missing then, and
+    those of them whose END is on the markers topic (`_ended`). Numbers missing unchanged for STILL_S (a redelivery
+    would have come by then) are looked up at once: when each has an END, none will come, and the wait is over."""
+    deadline = time.monotonic() + DRAIN_TIMEOUT_S
+    check()
+    count, still_since, ended = ledger.missing(), time.monotonic(), set[int]()
+    while count and time.monotonic() < deadline:
+        time.sleep(TICK_S)  # a poll interval: the condition is re-checked with a deadline
+        check()
+        if ledger.missing() != count:
+            count, still_since = ledger.missing(), time.monotonic()
+        elif time.monotonic() - still_since >= STILL_S:
+            ended = _looked_up(config, set(ledger.missing_numbers()), out)
+            if ended == set(ledger.missing_numbers()):
+                break
+            still_since = time.monotonic()  # some have no END: their redelivery may still come
+    missing = set(ledger.missing_numbers())
+    if missing and not missing <= ended:
+        ended = _looked_up(config, missing, out)
+    return missing, ended & missing
+
+
+def _looked_up(config: KmqConfig, missing: set[int], out: Callable[[str], None]) -> set[int]:
+    out(f"looking for ENDs of the {len(missing)} messages with no recorded ack on the markers topic")
+    return _ended(config, missing)
+
+
 def _ended(config: KmqConfig, numbers: set[int]) -> set[int]:
     """Of `numbers` (confirmed sent, no ack recorded), those whose queue record has an END on the markers topic. A
     SIGKILL during a worker's flush, after the broker appended its ENDs and before their acknowledgement came back,
@@ -428,15 +459,7 @@ def _soak(minutes: int, soak: Soak, sender: Sender, http: HttpClient, out: Calla
             out(f"  SIGKILLed {victim} and started it again")
     final_rss = soak.rss_mb()
     sender.stop()
-    drain_start = time.monotonic()
-    check()
-    while ledger.missing() and time.monotonic() - drain_start < DRAIN_TIMEOUT_S:
-        time.sleep(TICK_S)  # a poll interval: the condition is re-checked with a deadline
-        check()
-    missing = set(ledger.missing_numbers())
-    if missing:
-        out(f"looking for ENDs of the {len(missing)} messages with no recorded ack on the markers topic")
-    unrecorded = _ended(soak.config, missing) if missing else set()
+    missing, unrecorded = _drain(soak.config, ledger, check, out)
     lost = len(missing - unrecorded)
     growth = {role: final_rss[role] / mb - 1 for role, mb in baseline.items() if mb > 0}
     if lost:

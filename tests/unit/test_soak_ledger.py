@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
+import pytest
+
 from kmq.config import KmqConfig
+from tests.soak import soak
 from tests.soak.soak import HttpClient, Ledger, Sender
 
 
@@ -28,3 +32,30 @@ def test_the_ledger_counts_each_number_once_and_finds_what_is_missing(tmp_path: 
         rest.write("}\n")  # the torn line completed: read now
     ledger.update(sender, http)
     assert list(ledger.missing_numbers()) == [2, 70_000]
+
+
+@pytest.mark.parametrize(("with_end", "waits_out"), [({2, 3}, False), ({2}, True)])
+def test_the_drain_stops_waiting_once_every_missing_number_has_an_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_end: set[int], waits_out: bool
+) -> None:
+    # given 3 numbers confirmed sent and 1 acknowledged, of which the markers topic ENDs `with_end`
+    sender = Sender(KmqConfig(bootstrap_servers="127.0.0.1:1", queue_topic="q"))
+    http = HttpClient(lambda: [], "q")
+    for n in (1, 2, 3):
+        sender.confirmed.put(n)
+    http.acked.put(1)
+    ledger = Ledger(tmp_path)
+    looked_up: list[set[int]] = []
+    monkeypatch.setattr(soak, "_ended", lambda config, numbers: looked_up.append(numbers) or numbers & with_end)
+    monkeypatch.setattr(soak, "TICK_S", 0.01)
+    monkeypatch.setattr(soak, "STILL_S", 0.1)
+    monkeypatch.setattr(soak, "DRAIN_TIMEOUT_S", 3.0)
+    # when the queue is drained
+    began = time.monotonic()
+    missing, ended = soak._drain(sender.config, ledger, lambda: ledger.update(sender, http), lambda line: None)
+    took_s = time.monotonic() - began
+    # then both missing numbers are told, with those that have an END
+    assert (missing, ended) == ({2, 3}, with_end)
+    # and the wait ends once each has an END (else it waits out its deadline, looking up again at the end)
+    assert (took_s >= soak.DRAIN_TIMEOUT_S) is waits_out
+    assert looked_up[0] == {2, 3} and (len(looked_up) > 1) is waits_out
