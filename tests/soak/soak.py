@@ -470,9 +470,13 @@ def _soak(minutes: int, soak: Soak, sender: Sender, http: HttpClient, out: Calla
         if grown > MAX_RSS_GROWTH:
             failures.append(f"{role}'s RSS grew {grown:.0%} from minute {baseline_minute} to the end")
     out(
-        f"end: sent {ledger.confirmed} (and {sender.failed} unconfirmed), lost {lost} (and {len(unrecorded)} acked, "
-        "ENDs on the markers topic, never recorded: the acking process was SIGKILLed first), longest stall "
-        f"{longest_stall:.1f} s, RSS growth from minute {baseline_minute}: "
+        f"end: sent {ledger.confirmed} (and {sender.failed} unconfirmed), lost {lost}"
+        + (
+            f" (and {len(unrecorded)} acked, their ENDs on the markers topic, unrecorded: a SIGKILL)"
+            if unrecorded
+            else ""
+        )
+        + f", longest stall {longest_stall:.1f} s, RSS growth from minute {baseline_minute}: "
         + ", ".join(f"{role} {grown:+.0%}" for role, grown in sorted(growth.items()))
     )
     out("FAILED: " + "; ".join(failures) if failures else "PASSED")
