@@ -310,36 +310,43 @@ def _drain(
 ) -> tuple[set[int], set[int]]:
     """Wait until every confirmed send is acknowledged, at most DRAIN_TIMEOUT_S: the numbers still missing then, and
     those of them whose END is on the markers topic (`_ended`). Numbers missing unchanged for STILL_S (a redelivery
-    would have come by then) are looked up at once: when each has an END, none will come, and the wait is over."""
+    would have come by then) are looked up at once: when each has an END, none will come, and the wait is over. Each
+    number is looked up once (a lookup reads both topics whole)."""
     deadline = time.monotonic() + DRAIN_TIMEOUT_S
     check()
-    count, still_since, ended = ledger.missing(), time.monotonic(), set[int]()
+    count, still_since = ledger.missing(), time.monotonic()
+    looked: set[int] = set()  # the numbers looked up
+    ended: set[int] = set()  # those of them with an END
     while count and time.monotonic() < deadline:
         time.sleep(TICK_S)  # a poll interval: the condition is re-checked with a deadline
         check()
         if ledger.missing() != count:
             count, still_since = ledger.missing(), time.monotonic()
         elif time.monotonic() - still_since >= STILL_S:
-            ended = _looked_up(config, set(ledger.missing_numbers()), out)
-            if ended == set(ledger.missing_numbers()):
+            missing = set(ledger.missing_numbers())
+            ended |= _looked_up(config, missing - looked, out)
+            looked |= missing
+            if missing <= ended:
                 break
             still_since = time.monotonic()  # some have no END: their redelivery may still come
     missing = set(ledger.missing_numbers())
-    if missing and not missing <= ended:
-        ended = _looked_up(config, missing, out)
+    ended |= _looked_up(config, missing - looked, out)
     return missing, ended & missing
 
 
-def _looked_up(config: KmqConfig, missing: set[int], out: Callable[[str], None]) -> set[int]:
-    out(f"looking for ENDs of the {len(missing)} messages with no recorded ack on the markers topic")
-    return _ended(config, missing)
+def _looked_up(config: KmqConfig, numbers: set[int], out: Callable[[str], None]) -> set[int]:
+    if not numbers:
+        return set()
+    out(f"looking for ENDs of {len(numbers)} messages with no recorded ack on the markers topic")
+    return _ended(config, numbers)
 
 
 def _ended(config: KmqConfig, numbers: set[int]) -> set[int]:
-    """Of `numbers` (confirmed sent, no ack recorded), those whose queue record has an END on the markers topic. A
-    SIGKILL during a worker's flush, after the broker appended its ENDs and before their acknowledgement came back,
-    leaves acks that went through and were never recorded; the END says so (and the tracker never redelivers them).
-    Read only when some are missing: a soak's topics hold millions of records."""
+    """Of `numbers` (confirmed sent, no ack recorded), those whose queue record has an END on the markers topic: the
+    message was processed and its ack went through, whoever could not record it. A SIGKILL during a worker's flush,
+    after the broker appended its ENDs and before their acknowledgement came back, leaves such acks; so does an HTTP
+    ack that came back `expired` (its END written) when no copy of the message came after it. Read only when some
+    are missing: a soak's topics hold millions of records."""
     where: dict[tuple[int, int], int] = {}
     for record in each_record(config, config.queue_topic, PARTITIONS, READ_TIMEOUT_S):
         if (n := decode_number(record.value)) in numbers:
@@ -471,11 +478,7 @@ def _soak(minutes: int, soak: Soak, sender: Sender, http: HttpClient, out: Calla
             failures.append(f"{role}'s RSS grew {grown:.0%} from minute {baseline_minute} to the end")
     out(
         f"end: sent {ledger.confirmed} (and {sender.failed} unconfirmed), lost {lost}"
-        + (
-            f" (and {len(unrecorded)} acked, their ENDs on the markers topic, unrecorded: a SIGKILL)"
-            if unrecorded
-            else ""
-        )
+        + (f" (and {len(unrecorded)} acked but unrecorded: their ENDs are on the markers topic)" if unrecorded else "")
         + f", longest stall {longest_stall:.1f} s, RSS growth from minute {baseline_minute}: "
         + ", ".join(f"{role} {grown:+.0%}" for role, grown in sorted(growth.items()))
     )

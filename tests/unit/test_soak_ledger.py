@@ -34,9 +34,13 @@ def test_the_ledger_counts_each_number_once_and_finds_what_is_missing(tmp_path: 
     assert list(ledger.missing_numbers()) == [2, 70_000]
 
 
-@pytest.mark.parametrize(("with_end", "waits_out"), [({2, 3}, False), ({2}, True)])
+@pytest.mark.parametrize(
+    ("with_end", "still_s", "waits_out"),
+    [({2, 3}, 0.1, False), ({2}, 0.1, True), ({2, 3}, 60.0, True)],
+    ids=["all-ended", "one-not-ended", "never-still-long-enough"],
+)
 def test_the_drain_stops_waiting_once_every_missing_number_has_an_end(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_end: set[int], waits_out: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_end: set[int], still_s: float, waits_out: bool
 ) -> None:
     # given 3 numbers confirmed sent and 1 acknowledged, of which the markers topic ENDs `with_end`
     sender = Sender(KmqConfig(bootstrap_servers="127.0.0.1:1", queue_topic="q"))
@@ -48,7 +52,7 @@ def test_the_drain_stops_waiting_once_every_missing_number_has_an_end(
     looked_up: list[set[int]] = []
     monkeypatch.setattr(soak, "_ended", lambda config, numbers: looked_up.append(numbers) or numbers & with_end)
     monkeypatch.setattr(soak, "TICK_S", 0.01)
-    monkeypatch.setattr(soak, "STILL_S", 0.1)
+    monkeypatch.setattr(soak, "STILL_S", still_s)
     monkeypatch.setattr(soak, "DRAIN_TIMEOUT_S", 3.0)
     # when the queue is drained
     began = time.monotonic()
@@ -56,6 +60,7 @@ def test_the_drain_stops_waiting_once_every_missing_number_has_an_end(
     took_s = time.monotonic() - began
     # then both missing numbers are told, with those that have an END
     assert (missing, ended) == ({2, 3}, with_end)
-    # and the wait ends once each has an END (else it waits out its deadline, looking up again at the end)
+    # and the wait ends once each has an END (else it waits out its deadline); each number is looked up once,
+    # during the wait or, when they never stood still long enough, at its end
     assert (took_s >= soak.DRAIN_TIMEOUT_S) is waits_out
-    assert looked_up[0] == {2, 3} and (len(looked_up) > 1) is waits_out
+    assert looked_up == [{2, 3}]
