@@ -76,11 +76,14 @@ def test_every_address_a_relayed_node_can_learn_for_another_is_a_relay_of_that_p
     """Node i reaches node n's controller at the address KRaft gives it: node n's advertised controller listener
     (else its listener) of the name node i lists first in controller.listener.names (the leader sends them all in
     BeginQuorumEpoch), or its voter entry; it replicates from node n's FROM<i>. Each must be the relay of that
-    pair, never node n's own port, or cutting a node's relays leaves it a direct line (it is never fenced)."""
+    pair, never node n's own port, or cutting a node's relays leaves it a direct line (it is never fenced); and each
+    relay forwards to the listener it stands for."""
     relays: dict[int, str] = {}
+    forwards: dict[str, int] = {}
 
     def relay(link: str, port: int) -> int:
         relays[30_000 + len(relays)] = link
+        forwards[link] = port
         return 30_000 + len(relays) - 1
 
     broker = KafkaBroker(None, nodes=3, relay=relay)
@@ -101,7 +104,12 @@ def test_every_address_a_relayed_node_can_learn_for_another_is_a_relay_of_that_p
             for what, port in [("leader", learnt[first]), ("voter", voters[n])]:
                 assert relays.get(port) == f"controller-{n}-from-{i}", f"node {i} reaches node {n}'s {what} at {port}"
             assert relays.get(learnt[f"FROM{i}"]) == f"broker-{n}-from-{i}"
+            listening = addresses(theirs["listeners"])
+            assert forwards[f"controller-{n}-from-{i}"] == listening[first]
+            assert forwards[f"broker-{n}-from-{i}"] == listening[f"FROM{i}"]
         assert relays.get(addresses(mine["advertised.listeners"])["PLAINTEXT"]) == f"client-{i}"
+        assert forwards[f"client-{i}"] == addresses(mine["listeners"])["PLAINTEXT"]
+    assert len(forwards) == 3 + 2 * 3 * 2  # a client relay per node, a broker and a controller relay per pair
 
 
 def test_a_relay_needs_a_kafka_cluster_of_several_nodes() -> None:
