@@ -22,8 +22,9 @@ class KafkaNodes:
         return [node.node_id for node in self._broker.nodes]
 
     def address(self, node_id: int) -> str:
+        """Where clients reach the node (through its relay when the cluster is relayed)."""
         node = self._broker.node(node_id)
-        return f"{self._broker.host}:{node.port}"
+        return f"{self._broker.host}:{self._broker.client_port(node)}"
 
     def pid(self, node_id: int) -> int | None:
         node = self._broker.node(node_id)

@@ -261,8 +261,7 @@ class Rig:
         node's metadata alone (an isolated node's would be stale)."""
         settings = admin_settings(self.config)
         if seen_by is not None:
-            addresses = self.config.bootstrap_servers.split(",")  # one per node, in the order of their ids
-            settings["bootstrap.servers"] = addresses[self.cluster.nodes.ids.index(seen_by)]
+            settings["bootstrap.servers"] = self.cluster.nodes.address(seen_by)
         metadata = AdminClient(settings).list_topics(topic, timeout=30)
         return Counter(p.leader for p in metadata.topics[topic].partitions.values())
 

@@ -10,6 +10,7 @@ from kmq.embedded import EmbeddedKafka
 from kmq.embedded._kafka import KafkaBroker
 from kmq.embedded._kafka_config import Relayed, secure_listener, server_properties
 from kmq.embedded._kafka_node import KafkaNode
+from kmq.embedded._kafka_nodes import KafkaNodes
 from kmq.errors import EmbeddedBrokerError
 from tests.helpers import run_kmq_broker
 
@@ -109,6 +110,9 @@ def test_every_address_a_relayed_node_can_learn_for_another_is_a_relay_of_that_p
             assert forwards[f"broker-{n}-from-{i}"] == listening[f"FROM{i}"]
         assert relays.get(addresses(mine["advertised.listeners"])["PLAINTEXT"]) == f"client-{i}"
         assert forwards[f"client-{i}"] == addresses(mine["listeners"])["PLAINTEXT"]
+        # and a node's address for clients (fault tests ask one node alone) is its relay too
+        client_relay = addresses(mine["advertised.listeners"])["PLAINTEXT"]
+        assert KafkaNodes(broker, 1_000, 1_000).address(i) == f"127.0.0.1:{client_relay}"
     assert len(forwards) == 3 + 2 * 3 * 2  # a client relay per node, a broker and a controller relay per pair
 
 
