@@ -62,14 +62,11 @@ class Recorder:
         self._lock = threading.Lock()
 
     def record(self, kind: str, n: int, **where: Any) -> None:
-        line = Event(kind, n, time.time(), self.by, **where).to_json()
-        with self._lock:
-            self._file.write(line + "\n")
-            self._file.flush()
+        self.record_all(kind, [(n, where)])
 
     def record_all(self, kind: str, events: list[tuple[int, dict[str, Any]]]) -> None:
         """`record` for many numbers (each with its `where`), written and flushed in one go rather than a line and a
-        flush each (a kill leaves at most the last line torn, as with `record`)."""
+        flush each (a kill leaves at most the last line torn)."""
         now = time.time()
         lines = "".join(Event(kind, n, now, self.by, **where).to_json() + "\n" for n, where in events)
         with self._lock:

@@ -320,8 +320,8 @@ def _drain(
     while count and time.monotonic() < deadline:
         time.sleep(TICK_S)  # a poll interval: the condition is re-checked with a deadline
         check()
-        if ledger.missing() != count:
-            count, still_since = ledger.missing(), time.monotonic()
+        if (now_missing := ledger.missing()) != count:
+            count, still_since = now_missing, time.monotonic()
         elif time.monotonic() - still_since >= STILL_S:
             missing = set(ledger.missing_numbers())
             ended |= _looked_up(config, missing - looked, out)
