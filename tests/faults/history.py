@@ -12,6 +12,8 @@ What counts:
     redeliver the message before the END reached it (`late`);
   - a re-read during the fault: the same queue record (partition, offset) handed out again because an offset commit
     did not get through while the network was faulty (`reread`; only from the fault's start on);
+  - an expired hand-out: some hand-out of the message, to any client, reached its deadline before the first ack was
+    confirmed, so the tracker could copy it then; the copy may run after another client's ack (`expired`);
   anything else is `unexplained`, and the fault tests assert there is none.
 - resume: how long after the fault's end the first ack was confirmed (the workers took up work again), and the same
   for each client that had acknowledged some of the fault's messages before its end (`resume_by`; `not_resumed`
@@ -142,6 +144,12 @@ class History:
         `fault_start` to `fault_end`."""
         mine = [e for e in self.events if e.n in numbers]
         sent = {e.n for e in mine if e.kind == "send"}
+        # Each message's earliest hand-out deadline, over all its hand-outs: the HTTP client records a hand-out when
+        # the response reaches it, which a fault can delay past later hand-outs to others and their runs.
+        expiry: dict[int, float] = {}
+        for e in mine:
+            if e.kind == "handout" and e.deadline:
+                expiry[e.n] = min(expiry.get(e.n, e.deadline), e.deadline)
         first_ack: dict[int, Event] = {}
         runs: dict[int, int] = defaultdict(int)
         seen: set[tuple[int, int]] = set()
@@ -157,7 +165,8 @@ class History:
                 acked = first_ack.get(event.n)
                 if acked is not None:
                     handout = handout_of.get((event.by, event.n))
-                    after.append(AfterAck(event.n, event.t, acked.t, _why(acked, handout, fault_start)))
+                    why = _why(acked, handout, fault_start, expiry.get(event.n), event.t)
+                    after.append(AfterAck(event.n, event.t, acked.t, why))
             elif event.kind == "ack":
                 first_ack.setdefault(event.n, event)
         resumed = [e.t for e in mine if e.kind == "ack" and e.t >= fault_end]
@@ -183,9 +192,11 @@ def _mark_reread(event: Event) -> Event:
     return Event(event.kind, event.n, event.t, event.by, _REREAD, event.offset, event.deadline)
 
 
-def _why(acked: Event, handout: Event | None, fault_start: float) -> str:
+def _why(acked: Event, handout: Event | None, fault_start: float, expiry: float | None, run_t: float) -> str:
     if acked.deadline and acked.t > acked.deadline:
         return "late"
     if handout is not None and handout.partition == _REREAD and handout.t >= fault_start:
         return "reread"
+    if expiry is not None and expiry < acked.t and expiry < run_t:
+        return "expired"
     return "unexplained"

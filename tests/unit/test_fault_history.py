@@ -59,6 +59,23 @@ def test_an_ack_confirmed_after_its_deadline_explains_the_redelivery() -> None:
     assert verdict.unexplained == []
 
 
+def test_a_copy_of_a_hand_out_that_expired_before_any_ack_is_explained_even_when_recorded_late() -> None:
+    # The facade handed the message out with a deadline of 14 and answered (recorded) only at 29, after the fault;
+    # meanwhile w2 re-read and acked it at 26.2, then ran the tracker's copy made when the facade's lease expired.
+    events = [
+        ev("send", 1, 1.0),
+        *delivered(1, 26.0, 0, by="w2", deadline=36.0),
+        *delivered(1, 26.3, 7, by="w2", deadline=36.3),
+        *delivered(1, 29.0, 0, by="http", deadline=14.0),
+    ]
+    verdict = History(events).check(range(1, 2), 5.0, 25.0)
+    assert verdict.counts() == {"expired": 1, "reread": 1}
+    assert verdict.unexplained == []
+    # but a hand-out whose deadline came only after the first ack explains nothing
+    on_time = [*events[:-3], *delivered(1, 29.0, 0, by="http", deadline=26.25)]
+    assert History(on_time).check(range(1, 2), 5.0, 25.0).counts() == {"unexplained": 1, "reread": 1}
+
+
 def test_a_re_read_of_the_same_record_is_explained_only_from_the_faults_start() -> None:
     during = History([ev("send", 1, 1.0), *delivered(1, 2.0, 0), *delivered(1, 105.0, 0, by="w2")])
     assert during.check(range(1, 2), *FAULT).counts() == {"reread": 1}
