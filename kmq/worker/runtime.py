@@ -146,6 +146,7 @@ class Worker:
     def _turn(self, client: KmqClient, threads: HandlerThreads) -> None:
         core = self.core
         core.wake.clear()
+        threads.nudge()
         if core.gate is not None:
             self._flow(client, threads)
         threads.submit(core.releasable())
@@ -179,6 +180,7 @@ class Worker:
     def _tend_until(self, client: KmqClient, threads: HandlerThreads, done: threading.Event) -> None:
         try:
             while not done.wait(TICK_S):
+                threads.nudge()
                 threads.write_acks()
                 self._tend(client)
         except BaseException as e:  # noqa: BLE001  # no lease tending, no ENDs: the whole worker stops

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 
@@ -17,10 +19,21 @@ from kmq.worker.settle import settle
 
 _STOP = None
 MAX_CHUNK = 32
+MAX_QUICK_CHUNK = 128  # a handler that turns slow holds up at most this many quick ones behind it
+CHUNK_S = 0.0005
 # Ordered: a thread's chunks are mostly the few next messages of the keys it just ran. While a chunk's successes are
 # fewer than this and chunks wait in the queue, the thread runs one of those too before it records them: one
 # acquisition of the worker's lock then records more of them (taken every few messages, it convoyed the threads).
 RECORD_AT = 16
+# Threads are woken as the queued work needs them. Python threads share one interpreter lock: with quick handlers,
+# more awake threads only add wake-ups and lock hand-overs (a no-op handler ran about a quarter slower on 8 threads
+# than on 1). A parked thread is woken when the queued messages, at the handlers' recent time per message, would keep
+# the awake threads busy longer than this.
+BACKLOG_S = 0.005
+FIRST_COST_S = 0.001  # a message's handling time assumed until some were measured (high: wake every thread)
+COST_DECAY = 0.9  # weight of the earlier measurements in the running average, per chunk
+# A queue nobody took from this long while threads are parked wakes one (the awake ones are all in long handlers)
+STALLED_S = 0.01
 
 
 class HandlerThreads:
@@ -53,6 +66,15 @@ class HandlerThreads:
         # lease thread writes them (`write_acks`)
         self._ack = client.processed_many if client.ends_batched else self.acked.extend
         self._busy = [False] * concurrency  # each thread writes its own slot only
+        # Parking (see BACKLOG_S): `_awake` threads take chunks; the others wait on their own event, the latest
+        # parked first woken. Counts under `_pool`; the cost average is a hint written by every thread unlocked.
+        self._pool = threading.Lock()
+        self._awake = concurrency
+        self._parked: list[int] = []
+        self._unpark = [threading.Event() for _ in range(concurrency)]
+        self._stopping = False
+        self._cost_s, self._cost_n = FIRST_COST_S, 1.0  # decayed sums: handling seconds, messages
+        self._taken_at = time.perf_counter()  # when a thread last took a chunk
         self._threads = [
             threading.Thread(target=self._serve, args=(i,), name=f"kmq-worker-{i}", daemon=True)
             for i in range(concurrency)
@@ -73,10 +95,63 @@ class HandlerThreads:
         if not messages:
             return
         size = max(1, min(MAX_CHUNK, max(len(messages), received) // (4 * self._concurrency)))
+        cost_s = self._cost_s / self._cost_n
+        if cost_s * size < CHUNK_S:  # quick handlers: larger chunks, as long as one takes under CHUNK_S
+            size = max(size, min(MAX_QUICK_CHUNK, int(CHUNK_S / cost_s)))
         put = self._queue.put
         for start in range(0, len(messages), size):
             end = start + size
             put((messages[start:end], None if keys is None else keys[start:end], mark))
+        if self._parked:  # read unlocked: a hint (the last awake thread never parks)
+            backlog_s = self._queue.qsize() * size * cost_s
+            self._wake(math.ceil(backlog_s / BACKLOG_S) - self._awake)
+
+    def nudge(self) -> None:
+        """Wake a parked thread when chunks wait and none was taken for `STALLED_S`: the awake threads are all in
+        handlers that take long (the loop and the lease thread call this every turn and tick)."""
+        if self._parked and not self._queue.empty() and time.perf_counter() - self._taken_at > STALLED_S:
+            self._wake(1)
+
+    def _wake(self, count: int) -> None:
+        with self._pool:
+            for _ in range(min(count, len(self._parked))):
+                self._awake += 1
+                self._unpark[self._parked.pop()].set()
+
+    def _park(self, index: int) -> bool:
+        """Nothing queued: wait until woken, unless this is the last awake thread (it waits on the queue itself, so
+        that a chunk put is always taken). True when it parked."""
+        event = self._unpark[index]
+        with self._pool:
+            if self._stopping or self._awake <= 1:
+                return False
+            self._awake -= 1
+            event.clear()
+            self._parked.append(index)
+        event.wait()
+        return True
+
+    def _take(self, index: int) -> tuple[list[Message], list[int] | None, int | None] | None:
+        """The next chunk (or `_STOP`), parking while there is none and other threads are awake."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                if self._park(index):
+                    continue
+                item = self._queue.get()
+            self._taken_at = time.perf_counter()
+            return item
+
+    def _measured(self, elapsed_s: float, messages: int) -> None:
+        """A chunk's handling time, into the running average of a message's (see BACKLOG_S)."""
+        self._cost_s = self._cost_s * COST_DECAY + elapsed_s
+        self._cost_n = self._cost_n * COST_DECAY + messages
+
+    @property
+    def awake(self) -> int:
+        """Threads taking chunks (the others are parked until the queued work needs them)."""
+        return self._awake
 
     @property
     def running(self) -> int:
@@ -99,6 +174,9 @@ class HandlerThreads:
         """Let idle threads end (busy ones end after their handler; they are daemons either way)."""
         for _ in self._threads:
             self._queue.put(_STOP)
+        with self._pool:
+            self._stopping = True
+        self._wake(len(self._threads))
 
     def _serve(self, index: int) -> None:
         try:
@@ -108,8 +186,7 @@ class HandlerThreads:
             self._on_death(threading.current_thread().name, e)
 
     def _serve_until_stopped(self, index: int) -> None:
-        get = self._queue.get
-        while (item := get()) is not _STOP:
+        while (item := self._take(index)) is not _STOP:
             chunk, keys, mark = item
             while chunk:  # ordered: the next messages of the chunk's lanes run on here (see `_keep`)
                 if self.draining:
@@ -127,12 +204,14 @@ class HandlerThreads:
         if keys is None:
             keys = lease_keys(chunk)  # once, for the checks before each handler and for the leases' removal
         busy[index] = True
+        started = time.perf_counter()
         if core.gate is None:
-            done, done_keys = self._run(chunk, keys)
+            done, done_keys = self._run(chunk, keys, self._cost_s / self._cost_n * len(chunk) < CHUNK_S)
         else:
             done, done_keys = self._run_ordered(chunk, keys, mark)
             while len(done) < RECORD_AT and not self.draining and self._run_queued(done, done_keys):
                 pass
+        self._measured(time.perf_counter() - started, max(len(chunk), len(done)))
         busy[index] = False
         if not done:
             return [], None
@@ -179,12 +258,35 @@ class HandlerThreads:
         self.submit(following[keep:], mark=mark)
         return following[:keep]
 
-    def _run(self, chunk: list[Message], keys: list[int]) -> tuple[list[Message], list[int]]:
+    def _run(self, chunk: list[Message], keys: list[int], quick: bool = False) -> tuple[list[Message], list[int]]:
         """Run the handler on each message the breaker lets start: those it returned from, and their lease keys (the
         rest are settled here). One loop with no call but the handler's while the breaker is closed: this is the
-        worker's cost per message."""
-        core, handler, done, done_keys = self._core, self._handler, [], []
+        worker's cost per message.
+
+        `quick`: the chunk is expected to take under `CHUNK_S`. Its checks (shutdown, breaker, lease held) are then
+        made once, before its first message, and the handlers run back to back: whatever changes meanwhile applies
+        from the next chunk on, within about `CHUNK_S`. A handler's exception ends that: the rest is checked
+        message by message."""
+        core, handler = self._core, self._handler
         breaker, held = core.breaker, core.leases.held  # (`held` is never replaced, only changed)
+        if quick and not self.draining and breaker.state is BreakerState.CLOSED and all(map(held.__contains__, keys)):
+            try:
+                for msg in chunk:
+                    handler(msg)
+            except Exception as e:  # noqa: BLE001  # any failure of the application's code is an outcome
+                failed = chunk.index(msg)  # (the first that is this very message: list.index compares identity first)
+                outcome = outcome_of(e, msg)
+                if core.finish(msg, outcome):
+                    settle(self._client, msg, outcome)
+                done, done_keys = self._run_checked(chunk[failed + 1 :], keys[failed + 1 :])
+                return chunk[:failed] + done, keys[:failed] + done_keys
+            return chunk, keys
+        return self._run_checked(chunk, keys)
+
+    def _run_checked(self, chunk: list[Message], keys: list[int]) -> tuple[list[Message], list[int]]:
+        """`_run` with the checks before each message."""
+        core, handler, done, done_keys = self._core, self._handler, [], []
+        breaker, held = core.breaker, core.leases.held
         for msg, key in zip(chunk, keys, strict=True):
             if self.draining:
                 self._give_back([msg])

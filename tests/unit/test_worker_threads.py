@@ -1,0 +1,139 @@
+"""How the handler threads share the work, without Kafka: quick handlers run in large chunks on few threads (their
+checks made once a chunk), a failure among them is settled alone, and a handler that turns slow holds up only its
+chunk: the other chunks wake the parked threads."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import cast
+
+from kmq.client import KmqClient
+from kmq.config import KmqConfig
+from kmq.message import Message
+from kmq.worker.config import WorkerConfig
+from kmq.worker.core import WorkerCore, now_ms
+from kmq.worker.leases import lease_keys
+from kmq.worker.metrics import WorkerMetrics
+from kmq.worker.threads import MAX_QUICK_CHUNK, HandlerThreads
+from tests.helpers import wait_for
+
+CONFIG = KmqConfig(bootstrap_servers="unused:9092", queue_topic="jobs", msg_timeout_ms=30_000)
+WAIT_S = 10.0
+CONCURRENCY = 4
+
+
+class Settled:
+    """What `HandlerThreads` calls on its client here (no Kafka): acknowledgements and nacks, counted per offset."""
+
+    ends_batched = True
+
+    def __init__(self) -> None:
+        self.acked: Counter[int] = Counter()
+        self.nacked: Counter[int] = Counter()
+        self._lock = threading.Lock()
+
+    def processed_many(self, messages: list[Message]) -> None:
+        with self._lock:
+            self.acked.update(msg.offset for msg in messages)
+
+    def nack(self, msg: Message, delay_ms: int | None = None) -> None:
+        with self._lock:
+            self.nacked[msg.offset] += 1
+
+
+class Handler:
+    """Records which thread ran each offset; raises on `failing`; blocks on `blocking` until `release` is set."""
+
+    def __init__(self, failing: int = -1, blocking: int = -1) -> None:
+        self.failing, self.blocking = failing, blocking
+        self.ran: dict[int, str] = {}
+        self.blocked = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, msg: Message) -> None:
+        if msg.offset == self.failing:
+            raise RuntimeError(f"downstream hiccup on {msg.offset}")
+        if msg.offset == self.blocking:
+            self.blocked.set()
+            self.release.wait(WAIT_S)
+        self.ran[msg.offset] = threading.current_thread().name
+
+
+def started(handler: Handler) -> tuple[WorkerCore, HandlerThreads, Settled, list[BaseException]]:
+    core = WorkerCore(CONFIG, WorkerConfig(concurrency=CONCURRENCY, prefetch=10_000), WorkerMetrics("jobs"))
+    client, died = Settled(), cast(list[BaseException], [])
+    threads = HandlerThreads(core, cast(KmqClient, client), handler, CONCURRENCY, lambda thread, e: died.append(e))
+    return core, threads, client, died
+
+
+def submit(core: WorkerCore, threads: HandlerThreads, first: int, count: int) -> None:
+    """`count` messages from offset `first`, received as one batch."""
+    batch = [Message(b"v", None, "jobs", 0, offset, 0, 0, now_ms() + 30_000) for offset in range(first, first + count)]
+    keys = lease_keys(batch)
+    threads.submit(core.admit(batch, now_ms(), keys), len(batch), keys=keys)
+
+
+def warmed_up(core: WorkerCore, threads: HandlerThreads, client: Settled) -> int:
+    """Batches of quick handlers until the threads measured them quick; returns the next free offset."""
+    offset = 0
+    for _ in range(20):
+        submit(core, threads, offset, 500)
+        offset += 500
+        wait_for(lambda end=offset: sum(client.acked.values()) == end, WAIT_S, what="the quick batch acknowledged")
+    return offset
+
+
+def test_quick_handlers_run_in_large_chunks_on_one_thread_at_a_time() -> None:
+    handler = Handler()
+    core, threads, client, died = started(handler)
+    try:
+        offset = warmed_up(core, threads, client)
+        submit(core, threads, offset, 500)
+        wait_for(lambda: sum(client.acked.values()) == offset + 500, WAIT_S, what="the last batch acknowledged")
+        awake = threads.awake
+    finally:
+        threads.stop()
+    last = [handler.ran[o] for o in range(offset, offset + 500)]
+    # in chunks of MAX_QUICK_CHUNK: each ran by one thread, back to back
+    assert all(len(set(last[i : i + MAX_QUICK_CHUNK])) == 1 for i in range(0, 500, MAX_QUICK_CHUNK))
+    assert awake == 1  # the others parked: the queue never held more than one thread's worth
+    assert died == [] and client.nacked == Counter()
+    assert core.outstanding == 0
+
+
+def test_a_failure_in_a_quick_chunk_is_settled_alone_and_its_chunk_mates_run() -> None:
+    handler = Handler()
+    core, threads, client, died = started(handler)
+    try:
+        offset = warmed_up(core, threads, client)
+        handler.failing = offset + 5
+        submit(core, threads, offset, 100)
+        wait_for(lambda: sum(client.acked.values()) == offset + 99, WAIT_S, what="the chunk's other 99 acknowledged")
+        wait_for(lambda: client.nacked == Counter({offset + 5: 1}), WAIT_S, what="the failure nacked")
+    finally:
+        threads.stop()
+    assert set(handler.ran) == set(range(offset + 100)) - {offset + 5}
+    assert all(client.acked[o] == 1 for o in handler.ran)
+    assert died == [] and core.outstanding == 0
+
+
+def test_a_handler_that_turns_slow_holds_up_only_its_chunk_the_parked_threads_run_the_rest() -> None:
+    handler = Handler()
+    core, threads, client, died = started(handler)
+    try:
+        offset = warmed_up(core, threads, client)
+        handler.blocking = offset  # the first of the next batch blocks
+        submit(core, threads, offset, 600)
+        assert handler.blocked.wait(WAIT_S)
+        rest = set(range(offset + MAX_QUICK_CHUNK, offset + 600))  # the other chunks of the batch
+        # The threads' nudge comes from the receiving loop and the lease thread, which this test has not: it nudges
+        wait_for(lambda: threads.nudge() or rest <= set(handler.ran), WAIT_S, what="the other chunks run meanwhile")
+        assert offset not in handler.ran
+        handler.release.set()
+        wait_for(lambda: sum(client.acked.values()) == offset + 600, WAIT_S, what="every message acknowledged")
+    finally:
+        handler.release.set()
+        threads.stop()
+    assert handler.ran[offset] != handler.ran[offset + 599]  # the rest ran on a woken thread
+    assert died == [] and core.outstanding == 0
