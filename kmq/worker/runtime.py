@@ -26,11 +26,12 @@ from kmq.worker.metrics import WorkerMetrics
 from kmq.worker.ordering import Ordering
 from kmq.worker.outcome import FAILED, Handler
 from kmq.worker.settle import settle
-from kmq.worker.threads import HandlerThreads
+from kmq.worker.threads import LEAD_GAP_S, HandlerThreads, Led
 
 _log = logging.getLogger(__name__)
 TICK_S = 0.05  # longest sleep of the loop: lease extensions and the breaker's clock are checked this often
 RECEIVE_RETRY_S = 0.5
+NOTHING: Led = ([], 0, None, None)
 
 
 class Worker:
@@ -67,6 +68,7 @@ class Worker:
         self.core = WorkerCore(config, settings, self.metrics)
         self._stop = threading.Event()
         self.client: KmqClient | None = None  # the thread path's client while it runs
+        self.threads: HandlerThreads | None = None  # and its handler threads
         self.ready = threading.Event()  # set once the client is connected (the group is joined on first receive)
         # What stopped the worker other than `stop()`: the loop's own error, or a `WorkerFailedError` naming the
         # thread (lease tending, a handler thread, an async task) that died. Set before `run()` returns or raises.
@@ -128,7 +130,9 @@ class Worker:
 
     def _run_threads(self) -> None:
         client = self.client = KmqClient(self.config)
-        threads = HandlerThreads(self.core, client, self.handler, self.settings.concurrency, self.fail)
+        threads = self.threads = HandlerThreads(
+            self.core, client, self.handler, self.settings.concurrency, self.fail, lambda: self._lead(client, threads)
+        )
         if self.core.gate is not None:
             client.add_revoke_listener(self.core.gate.revoked)
         tending = threading.Event()
@@ -139,11 +143,35 @@ class Worker:
         self.ready.set()
         try:
             while not self._stop.is_set():
-                self._turn(client, threads)
+                if threads.handlers_lead():  # quick handlers: a handler thread receives (see HandlerThreads)
+                    self._stop.wait(LEAD_GAP_S)
+                    continue
+                with threads.role:
+                    led = self._turn(client, threads) if not self._stop.is_set() else NOTHING
+                if led is None:
+                    self.core.wake.wait(TICK_S)  # no room: until a handler frees some (no turn held meanwhile)
+                else:
+                    threads.submit(*led)
         finally:
+            threads.stop_leading()
             self._shutdown(client, threads, tending, tender)
 
-    def _turn(self, client: KmqClient, threads: HandlerThreads) -> None:
+    def _lead(self, client: KmqClient, threads: HandlerThreads) -> Led | None:
+        """A handler thread's receiving turn: what it received, for it to run (None: no room). An error ends the
+        worker as the receiving loop's own would (`run()` raises it)."""
+        if self._stop.is_set():
+            return NOTHING
+        try:
+            return self._turn(client, threads)
+        except BaseException as e:  # noqa: BLE001  # the loop's error: run() raises it once the worker has stopped
+            _log.error("worker on %s: receiving failed, stopping the worker: %s", self.config.queue_topic, e)
+            self._remember(e)
+            self.stop()
+            return NOTHING
+
+    def _turn(self, client: KmqClient, threads: HandlerThreads) -> Led | None:
+        """One receiving turn (with `threads.role` held): what was received and may start, as `submit` takes it;
+        None when there is no room to receive (the caller waits for `core.wake`, not holding the role)."""
         core = self.core
         core.wake.clear()
         threads.nudge()
@@ -152,20 +180,20 @@ class Worker:
         threads.submit(core.releasable())
         budget = core.budget()
         if not budget:
-            core.wake.wait(TICK_S)
-            return
+            return None
         try:
             batch = client.receive(budget, self.settings.poll_timeout_ms / 1000)
         except (MarkerWriteError, CommitError) as e:
             _log.warning("receive failed, the batch will be read again: %s", e)
             self._stop.wait(RECEIVE_RETRY_S)
-            return
-        if batch and core.gate is None:
+            return NOTHING
+        if not batch:
+            return NOTHING
+        if core.gate is None:
             keys = lease_keys(batch)  # once, for the leases and for the handler threads' checks
-            threads.submit(core.admit(batch, now_ms(), keys), len(batch), keys=keys)
-        elif batch:
-            heads, mark = core.admit_ordered(batch, now_ms())
-            threads.submit(heads, len(batch), mark)
+            return core.admit(batch, now_ms(), keys), len(batch), None, keys
+        heads, mark = core.admit_ordered(batch, now_ms())
+        return heads, len(batch), mark, None
 
     def _flow(self, client: KmqClient, threads: HandlerThreads) -> None:
         """Ordered: start the retries that are due; pause full partitions, resume those with room again."""

@@ -34,6 +34,15 @@ FIRST_COST_S = 0.001  # a message's handling time assumed until some were measur
 COST_DECAY = 0.9  # weight of the earlier measurements in the running average, per chunk
 # A queue nobody took from this long while threads are parked wakes one (the awake ones are all in long handlers)
 STALLED_S = 0.01
+# Quick handlers (under QUICK_S a message, measured): a handler thread with nothing queued receives the next batch
+# itself and runs it, rather than the receiving loop handing it over (a hand-off to another thread costs more than a
+# no-op handler: both threads then take turns on the interpreter lock). The loop receives again once no handler thread
+# did for LEAD_GAP_S (handlers got slow, or the one that received is in a long handler).
+QUICK_S = 0.000005
+LEAD_GAP_S = 0.02
+LEAD_WAIT_S = 0.05  # longest wait for room of a handler thread that takes turns (then it looks at its queue again)
+Chunk = tuple[list[Message], list[int] | None, int | None]  # messages, their lease keys (None: not known), mark
+Led = tuple[list[Message], int, int | None, list[int] | None]  # what a turn received: as `submit` takes them
 
 
 class HandlerThreads:
@@ -53,12 +62,21 @@ class HandlerThreads:
         handler: Handler,
         concurrency: int,
         on_death: Callable[[str, BaseException], None],
+        lead: Callable[[], Led | None] | None = None,
     ) -> None:
         self._core, self._client, self._handler = core, client, handler
+        # A receiving turn, for a handler thread to take while handlers are quick (see QUICK_S); `role` is held by
+        # whoever takes a turn, the receiving loop included. `leading`: handler threads may take turns (not once
+        # the worker stops: cleared with `role` held).
+        self._lead = lead
+        self.role = threading.Lock()
+        self.leading = lead is not None
+        self._led_at = 0.0  # when a handler thread's turn ended
+        self.batches_led = 0  # batches a handler thread received and ran (written with `role` held)
         self._on_death = on_death  # a thread died on an unexpected error (not the handler's: those are outcomes)
         # Chunks, each with its lease keys when known and its mark when it was let start already (ordered:
         # `WorkerCore.may_start_marked`)
-        self._queue: queue.SimpleQueue[tuple[list[Message], list[int] | None, int | None] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Chunk | None] = queue.SimpleQueue()
         self._concurrency = concurrency
         self.draining = False  # shutdown: messages not started yet are nacked, not run
         self.acked: deque[Message] = deque()
@@ -92,19 +110,54 @@ class HandlerThreads:
         the same threads, see `_keep`): chunks are sized for the whole batch. `mark`: ordered, the messages were let
         start already, with this mark (None: the thread that takes a chunk lets it start). `keys`: their
         `lease_keys`, when the caller has them (else the thread that takes a chunk computes its own)."""
-        if not messages:
-            return
+        self._put(self._chunks(messages, received, mark, keys))
+
+    def _chunks(self, messages: list[Message], received: int, mark: int | None, keys: list[int] | None) -> list[Chunk]:
         size = max(1, min(MAX_CHUNK, max(len(messages), received) // (4 * self._concurrency)))
         cost_s = self._cost_s / self._cost_n
         if cost_s * size < CHUNK_S:  # quick handlers: larger chunks, as long as one takes under CHUNK_S
             size = max(size, min(MAX_QUICK_CHUNK, int(CHUNK_S / cost_s)))
+        return [
+            (messages[start : start + size], None if keys is None else keys[start : start + size], mark)
+            for start in range(0, len(messages), size)
+        ]
+
+    def _put(self, chunks: list[Chunk]) -> None:
         put = self._queue.put
-        for start in range(0, len(messages), size):
-            end = start + size
-            put((messages[start:end], None if keys is None else keys[start:end], mark))
-        if self._parked:  # read unlocked: a hint (the last awake thread never parks)
-            backlog_s = self._queue.qsize() * size * cost_s
+        for chunk in chunks:
+            put(chunk)
+        if chunks and self._parked:  # read unlocked: a hint (the last awake thread never parks)
+            backlog_s = self._queue.qsize() * len(chunks[0][0]) * self._cost_s / self._cost_n
             self._wake(math.ceil(backlog_s / BACKLOG_S) - self._awake)
+
+    def handlers_lead(self) -> bool:
+        """Whether handler threads receive now (see QUICK_S): one takes a turn, or took one within LEAD_GAP_S."""
+        return self.leading and (self.role.locked() or time.perf_counter() - self._led_at < LEAD_GAP_S)
+
+    def stop_leading(self) -> None:
+        """No handler thread takes a receiving turn from now on (one taking a turn now ends it first)."""
+        with self.role:
+            self.leading = False
+
+    def _try_lead(self, index: int) -> bool:
+        """Nothing queued: while handlers are quick, take a receiving turn and run what it received here. False when
+        this thread may not (handlers not quick, or another takes a turn)."""
+        if not self.leading or self._cost_s / self._cost_n >= QUICK_S or not self.role.acquire(blocking=False):
+            return False
+        try:
+            led = self._lead() if self.leading and self._lead is not None else None
+            if led and led[0]:
+                self.batches_led += 1
+        finally:
+            self._led_at = time.perf_counter()
+            self.role.release()
+        if led is None:
+            self._core.wake.wait(LEAD_WAIT_S)  # no room: until a handler frees some
+        elif led[0]:
+            first, *rest = self._chunks(*led)
+            self._put(rest)
+            self._serve_item(index, first)
+        return True
 
     def nudge(self) -> None:
         """Wake a parked thread when chunks wait and none was taken for `STALLED_S`: the awake threads are all in
@@ -131,13 +184,14 @@ class HandlerThreads:
         event.wait()
         return True
 
-    def _take(self, index: int) -> tuple[list[Message], list[int] | None, int | None] | None:
-        """The next chunk (or `_STOP`), parking while there is none and other threads are awake."""
+    def _take(self, index: int) -> Chunk | None:
+        """The next chunk (or `_STOP`), receiving while handlers are quick, parking while there is none and other
+        threads are awake."""
         while True:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
-                if self._park(index):
+                if self._try_lead(index) or self._park(index):
                     continue
                 item = self._queue.get()
             self._taken_at = time.perf_counter()
@@ -187,13 +241,16 @@ class HandlerThreads:
 
     def _serve_until_stopped(self, index: int) -> None:
         while (item := self._take(index)) is not _STOP:
-            chunk, keys, mark = item
-            while chunk:  # ordered: the next messages of the chunk's lanes run on here (see `_keep`)
-                if self.draining:
-                    self._give_back(chunk)
-                    break
-                chunk, mark = self._serve_chunk(index, chunk, mark, keys)
-                keys = None
+            self._serve_item(index, item)
+
+    def _serve_item(self, index: int, item: Chunk) -> None:
+        chunk, keys, mark = item
+        while chunk:  # ordered: the next messages of the chunk's lanes run on here (see `_keep`)
+            if self.draining:
+                self._give_back(chunk)
+                break
+            chunk, mark = self._serve_chunk(index, chunk, mark, keys)
+            keys = None
 
     def _serve_chunk(
         self, index: int, chunk: list[Message], mark: int | None, keys: list[int] | None = None

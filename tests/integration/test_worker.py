@@ -205,3 +205,42 @@ def test_a_handler_past_the_maximum_processing_time_is_retried(make_config: Make
         wait_for(lambda: worker.core.outstanding == 0, 10, what="the retry settled")
     assert worker.metrics.value("kmq_worker_expired_total") == 1
     assert worker.metrics.value("kmq_worker_processed_total") == 1
+
+
+def test_quick_handlers_receive_on_their_own_thread_and_one_stuck_there_stops_no_receiving(
+    make_config: MakeConfig,
+) -> None:
+    """Quick handlers: a handler thread receives each batch and runs it itself. One of them stuck in a handler: the
+    receiving loop takes over, and the other threads run what comes next."""
+    config = make_config(partitions=2)
+    handled: list[bytes | None] = []  # (appended by every handler thread: a list's append is atomic)
+    stuck, release = threading.Event(), threading.Event()
+
+    def handler(msg: Message) -> None:
+        if msg.value == b"stuck":
+            stuck.set()
+            release.wait(60)
+        handled.append(msg.value)
+
+    worker = Worker(handler, config, settings=WorkerConfig(concurrency=4))
+    with running(worker):
+        send_numbers(config, 5000)
+        wait_for(lambda: len(handled) == 5000, 30, what="the first 5000 handled")
+        assert worker.threads is not None and worker.threads.batches_led > 0
+        with KmqProducer(config) as producer:
+            producer.send(b"stuck")
+            producer.flush()
+        assert stuck.wait(30), "the stuck message never reached its handler"
+        with KmqProducer(config) as producer:
+            for i in range(1000):
+                producer.send(f"after-{i}".encode())
+            producer.flush()
+        wait_for(
+            lambda: sum(1 for value in handled if value and value.startswith(b"after-")) == 1000,
+            30,
+            what="the messages sent after the stuck one handled meanwhile",
+        )
+        assert b"stuck" not in handled
+        release.set()
+        wait_for(lambda: b"stuck" in handled, 30, what="the stuck message handled once released")
+    assert len(handled) == len(set(handled)) == 6001  # each once
