@@ -162,14 +162,14 @@ class Worker:
         if self._stop.is_set():
             return NOTHING
         try:
-            return self._turn(client, threads)
+            return self._turn(client, threads, self.core.refill)
         except BaseException as e:  # noqa: BLE001  # the loop's error: run() raises it once the worker has stopped
             _log.error("worker on %s: receiving failed, stopping the worker: %s", self.config.queue_topic, e)
             self._remember(e)
             self.stop()
             return NOTHING
 
-    def _turn(self, client: KmqClient, threads: HandlerThreads) -> Led | None:
+    def _turn(self, client: KmqClient, threads: HandlerThreads, most: int | None = None) -> Led | None:
         """One receiving turn (with `threads.role` held): what was received and may start, as `submit` takes it;
         None when there is no room to receive (the caller waits for `core.wake`, not holding the role)."""
         core = self.core
@@ -178,7 +178,7 @@ class Worker:
         if core.gate is not None:
             self._flow(client, threads)
         threads.submit(core.releasable())
-        budget = core.budget()
+        budget = core.budget() if most is None else min(most, core.budget())
         if not budget:
             return None
         try:
