@@ -5,6 +5,7 @@ with key ordering (its queue's messages have 1 000 keys)."""
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -28,6 +29,8 @@ class WorkerContender:
     def __init__(self, config: KmqConfig, batch: int, ordering: Ordering = Ordering.NONE, work_us: int = 0) -> None:
         self._counter = itertools.count(1)
         self._handled = 0
+        self._target = 0
+        self._reached = threading.Event()  # the last message was handled: the window closes now, not at a sample
         self._first = 0.0
         self._work_us = work_us
         settings = WorkerConfig(concurrency=CONCURRENCY, prefetch=2 * batch, ordering=ordering)
@@ -40,16 +43,18 @@ class WorkerContender:
             burn(self._work_us)
         if not self._first:
             self._first = time.perf_counter()
-        self._handled = next(self._counter)  # itertools.count is atomic under the GIL
+        self._handled = handled = next(self._counter)  # itertools.count is atomic under the GIL
+        if handled == self._target:
+            self._reached.set()
 
     def prepare(self, deadline: float) -> None:
         """Nothing before GO: the worker joins its group then; the window opens at the first message handled."""
 
     def run(self, clock: BatchClock, progress: Callable[[int], None], stall_s: float) -> dict[str, Any]:
+        self._target = clock.target
         self._thread = self._worker.run_in_thread()
         last_change = time.perf_counter()
-        while self._handled < clock.target:
-            time.sleep(SAMPLE_S)  # sampling the handler's count for progress reports
+        while not self._reached.wait(SAMPLE_S):  # sampling the handler's count for progress reports meanwhile
             if self._worker.failure is not None:
                 failure = self._worker.failure
                 raise BenchError(f"the worker stopped after {self._handled} messages: {failure}") from failure
