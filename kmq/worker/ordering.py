@@ -38,6 +38,7 @@ class OrderedLanes:
     def __init__(self, lane_of: Callable[[Message], Lane]) -> None:
         self._lane_of = lane_of
         self._lanes_of = _LANES_OF.get(lane_of) or (lambda items: [lane_of(item) for item in items])
+        self._keyed_lanes_of = _KEYED_LANES_OF.get(lane_of, self._lanes_of)
         self._heads: dict[Lane, Message] = {}  # every lane's head: running, about to (handed on), or retrying
         # Items waiting behind their lane's head, as (item, since_ms): the first in `_next` (mostly the only one: a
         # tuple each, made and moved in C), any further ones in `_later` (only for lanes in `_next`; never empty)
@@ -99,29 +100,33 @@ class OrderedLanes:
     def done_all(self, items: list[Message], now_ms: int, running: bool = False) -> list[Message]:
         """`done` for each of `items` (a chunk whose handlers returned), in one go: the items that may start now,
         let start at once (`started`) when `running` (a new head was never revoked: nothing to drop)."""
-        lanes = self._lanes_of(items)
+        # The lanes of items with a key (a lane of its own for one without: its lane here is no lane's, and it
+        # finds no head below, so the chunk goes item by item, with the lanes computed in full)
+        lanes = self._keyed_lanes_of(items)
         if not self._plain(lanes):
-            return self._done_each(lanes, items, now_ms, running)
+            return self._done_each(self._lanes_of(items), items, now_ms, running)
         heads = self._heads
         popped = list(map(heads.pop, lanes, repeat(None)))
         if not all(map(is_, popped, items)):  # some not their lane's head (given back meanwhile), or twice here
             heads.update(
                 (lane, head) for lane, head in zip(lanes, popped, strict=True) if head is not None
             )  # as they were
-            return self._done_each(lanes, items, now_ms, running)
+            return self._done_each(self._lanes_of(items), items, now_ms, running)
         self._forget_all(items)
         nexts = self._next
-        moving = nexts.keys() & lanes if nexts else None
-        if not moving:
+        if not nexts:
             return []
-        lanes = list(filter(moving.__contains__, lanes))  # in the items' order
-        entries = list(map(nexts.pop, lanes))  # each received after any revocation of the head before it
-        following = list(map(_ITEM, entries))
-        heads.update(zip(lanes, following, strict=True))
-        self.waits_ms += map(max, repeat(0), map(sub, repeat(now_ms), map(_SINCE, entries)))
+        entries = list(map(nexts.pop, lanes, repeat(None)))  # each received after any revocation of the head
+        if not any(entries):
+            return []
+        moving = list(compress(lanes, entries))  # (in the items' order)
+        waited = list(filter(None, entries))
+        following = list(map(_ITEM, waited))
+        heads.update(zip(moving, following, strict=True))
+        self.waits_ms += map(max, repeat(0), map(sub, repeat(now_ms), map(_SINCE, waited)))
         later = self._later
         if later and not later.keys().isdisjoint(moving):
-            for lane in moving & later.keys():
+            for lane in moving:
                 self._move_up(lane)
         if not running:
             self._unstarted.update(moving)
@@ -344,4 +349,9 @@ def _key_lanes(items: list[Message]) -> list[Lane]:
 _LANES_OF: dict[Callable[[Message], Lane], Callable[[list[Message]], list[Lane]]] = {
     _partition_lane: _partition_lanes,
     _key_lane: _key_lanes,
+}
+# The same for items that have a key (quicker: no check for one without)
+_KEYED_LANES_OF: dict[Callable[[Message], Lane], Callable[[list[Message]], list[Lane]]] = {
+    _partition_lane: _partition_lanes,
+    _key_lane: lambda items: list(map(_PARTITION_KEY, items)),
 }
