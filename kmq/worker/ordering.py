@@ -38,7 +38,8 @@ class OrderedLanes:
     def __init__(self, lane_of: Callable[[Message], Lane]) -> None:
         self._lane_of = lane_of
         self._lanes_of = _LANES_OF.get(lane_of) or (lambda items: [lane_of(item) for item in items])
-        self._keyed_lanes_of = _KEYED_LANES_OF.get(lane_of, self._lanes_of)
+        # A getter of the lane of an item with a key, for `map` (None: `lane_of` only)
+        self._keyed_lane = _KEYED_LANE.get(lane_of)
         self._heads: dict[Lane, Message] = {}  # every lane's head: running, about to (handed on), or retrying
         # Items waiting behind their lane's head, as (item, since_ms): the first in `_next` (mostly the only one: a
         # tuple each, made and moved in C), any further ones in `_later` (only for lanes in `_next`; never empty)
@@ -50,7 +51,7 @@ class OrderedLanes:
         self._retries: list[tuple[int, int, Lane]] = []  # (retry_at_ms, sequence, lane) heap
         self._seq = 0
         self._held: Counter[int] = Counter()  # partition -> items offered, less those released before the last `held`
-        self._released: Counter[int] = Counter()  # partition -> items that left since (counted in C, read seldom)
+        self._released: list[int] = []  # the partitions of the items that left since (added to in C, read seldom)
         # How long each item that waited behind its lane's head waited before it started (drained by the caller). An
         # item that started at once is not counted: a histogram observation per message would cost more than the rest.
         self.waits_ms: list[int] = []
@@ -102,8 +103,13 @@ class OrderedLanes:
         let start at once (`started`) when `running` (a new head was never revoked: nothing to drop)."""
         # The lanes of items with a key (a lane of its own for one without: its lane here is no lane's, and it
         # finds no head below, so the chunk goes item by item, with the lanes computed in full)
-        lanes = self._keyed_lanes_of(items)
-        if not self._plain(lanes):
+        lanes = self._lanes_of(items) if self._keyed_lane is None else list(map(self._keyed_lane, items))
+        unstarted, revoked, retry_at = self._unstarted, self._revoked, self._retry_at  # mostly all empty
+        if (
+            (unstarted and not unstarted.isdisjoint(lanes))
+            or (revoked and not revoked.isdisjoint(lanes))
+            or (retry_at and not retry_at.keys().isdisjoint(lanes))
+        ):
             return self._done_each(self._lanes_of(items), items, now_ms, running)
         heads = self._heads
         popped = list(map(heads.pop, lanes, repeat(None)))
@@ -112,7 +118,10 @@ class OrderedLanes:
                 (lane, head) for lane, head in zip(lanes, popped, strict=True) if head is not None
             )  # as they were
             return self._done_each(self._lanes_of(items), items, now_ms, running)
-        self._forget_all(items)
+        released = self._released
+        released += map(_PARTITION, items)
+        if len(released) > _FOLD_AT:
+            self._fold()
         nexts = self._next
         if not nexts:
             return []
@@ -139,15 +148,6 @@ class OrderedLanes:
             self._next[lane] = queue.popleft()
             if not queue:
                 del self._later[lane]
-
-    def _plain(self, lanes: list[Lane]) -> bool:
-        """None of `lanes` retries, was not let start, or was revoked (in C; mostly no lane at all does)."""
-        unstarted, revoked, retry_at = self._unstarted, self._revoked, self._retry_at
-        return (
-            (not unstarted or unstarted.isdisjoint(lanes))
-            and (not revoked or revoked.isdisjoint(lanes))
-            and (not retry_at or retry_at.keys().isdisjoint(lanes))
-        )
 
     def _done_each(self, lanes: list[Lane], items: list[Message], now_ms: int, running: bool) -> list[Message]:
         """`done_all` item by item: any lane, in any state."""
@@ -296,22 +296,25 @@ class OrderedLanes:
     @property
     def held(self) -> Counter[int]:
         """Partition -> items in lanes (running, retrying, waiting); a partition that holds none is absent."""
+        if self._released:
+            self._fold()
+        return self._held
+
+    def _fold(self) -> None:
+        """The items that left since, subtracted from `held`: per partition, counted in C."""
         released, held = self._released, self._held
-        if released:  # the releases folded in now: a subtraction per partition, not one per item as it leaves
-            for partition, count in released.items():
+        counts = Counter(released) if len(held) > _FEW_PARTITIONS else {p: released.count(p) for p in held}
+        for partition, count in counts.items():
+            if count:
                 left = held[partition] - count
                 if left > 0:
                     held[partition] = left
                 else:
                     del held[partition]
-            released.clear()
-        return held
+        released.clear()
 
     def _forget(self, item: Message) -> None:
-        self._released[item.partition] += 1
-
-    def _forget_all(self, items: list[Message]) -> None:
-        self._released.update(map(_PARTITION, items))
+        self._released.append(item.partition)
 
 
 def lane_function(ordering: Ordering) -> Callable[[Message], Lane]:
@@ -329,6 +332,8 @@ def _key_lane(msg: Message) -> Lane:
     return (msg.partition, msg.key) if msg.key is not None else (msg.partition, None, msg.offset)
 
 
+_FOLD_AT = 4096  # partitions of items that left, kept before `held` is read
+_FEW_PARTITIONS = 8  # `held` counts with one `list.count` per partition up to this many (else a `Counter`)
 _PARTITION = itemgetter(3)  # a `Message`'s fields by index: `map` over these runs in C
 _KEY = itemgetter(1)
 _ITEM, _SINCE = itemgetter(0), itemgetter(1)  # of an (item, since_ms) waiting in a lane
@@ -350,8 +355,8 @@ _LANES_OF: dict[Callable[[Message], Lane], Callable[[list[Message]], list[Lane]]
     _partition_lane: _partition_lanes,
     _key_lane: _key_lanes,
 }
-# The same for items that have a key (quicker: no check for one without)
-_KEYED_LANES_OF: dict[Callable[[Message], Lane], Callable[[list[Message]], list[Lane]]] = {
-    _partition_lane: _partition_lanes,
-    _key_lane: lambda items: list(map(_PARTITION_KEY, items)),
+# `lane_function`'s lane of an item with a key (quicker: no check for one without)
+_KEYED_LANE: dict[Callable[[Message], Lane], Callable[[Message], Lane]] = {
+    _partition_lane: _PARTITION,
+    _key_lane: _PARTITION_KEY,
 }
