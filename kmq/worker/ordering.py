@@ -314,7 +314,10 @@ class OrderedLanes:
         released.clear()
 
     def _forget(self, item: Message) -> None:
-        self._released.append(item.partition)
+        released = self._released
+        released.append(item.partition)
+        if len(released) > _FOLD_AT:
+            self._fold()
 
 
 def lane_function(ordering: Ordering) -> Callable[[Message], Lane]:

@@ -477,3 +477,24 @@ def test_lanes_do_what_lanes_kept_item_by_item_do_for_any_batches_chunks_and_cha
         reference.waits = []
         for msg in active:
             assert order.revoked_while_running(msg) == reference.revoked_while_running(msg)
+
+
+def test_held_counts_stay_right_over_many_partitions_and_many_items_finished_between_reads() -> None:
+    # given 10 000 messages over 12 partitions, 5 keys each, offered in batches and finished in chunks, held read
+    # only every 4 000 messages
+    order = lanes()
+    received = [message(i % 12, i, bytes([i % 60])) for i in range(10_000)]
+    running: list[Message] = []
+    for start in range(0, len(received), 500):
+        running += order.offer(received[start : start + 500], 0, running=True)
+        while len(running) > 40:
+            chunk, running = running[:16], running[16:]
+            running += order.done_all(chunk, 1, running=True)
+        if start % 4_000 == 0:
+            # then held counts what is in the lanes: the heads running and the messages waiting
+            assert sum(order.held.values()) == len(running) + order.waiting
+            assert set(order.held) == set(range(12))
+    while running:
+        chunk, running = running[:16], running[16:]
+        running += order.done_all(chunk, 1, running=True)
+    assert not order.held and order.waiting == 0
