@@ -12,7 +12,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterable
 from enum import StrEnum
 from itertools import compress, repeat
-from operator import is_, itemgetter, not_, sub
+from operator import is_, is_not, itemgetter, not_, sub
 
 from kmq.message import Message
 
@@ -77,9 +77,9 @@ class OrderedLanes:
             if not running:
                 self._unstarted.update(lanes)
             return items
-        fresh = list(map(is_, heads, items))
-        waiting = list(compress(lanes, map(not_, fresh)))
-        behind = list(zip(compress(items, map(not_, fresh)), repeat(now_ms)))
+        stale = list(map(is_not, heads, items))
+        waiting = list(compress(lanes, stale))
+        behind = list(zip(compress(items, stale), repeat(now_ms)))
         nexts = list(map(self._next.setdefault, waiting, behind))  # first in line where none waited yet
         if not all(map(is_, nexts, behind)):
             later = self._later
@@ -90,6 +90,7 @@ class OrderedLanes:
                         later[lane] = deque([entry])
                     else:
                         queue.append(entry)
+        fresh = list(map(not_, stale))
         if not running:
             self._unstarted.update(compress(lanes, fresh))
         return list(compress(items, fresh))
