@@ -46,7 +46,7 @@ class OrderedLanes:
         self._next: dict[Lane, tuple[Message, int]] = {}
         self._later: dict[Lane, deque[tuple[Message, int]]] = {}
         self._retry_at: dict[Lane, int] = {}  # lanes whose head waits for its retry (`retry`, until `due`)
-        self._unstarted: set[Lane] = set()  # lanes whose head was not let start (`started`; `offer` with `running`)
+        self._unstarted: set[Lane] = set()  # lanes whose head was not let start (`started`; `offer` without `running`)
         self._revoked: set[Lane] = set()  # lanes whose head's partition was revoked while it ran (`revoke`)
         self._retries: list[tuple[int, int, Lane]] = []  # (retry_at_ms, sequence, lane) heap
         self._seq = 0
