@@ -81,21 +81,22 @@ class WorkerCore:
             self.leases.add_all(keys, messages, now_ms, messages[0].deadline_ms)
         return messages if self.gate is None else self.gate.admit(messages, now_ms)
 
-    def admit_ordered(self, messages: list[Message], now_ms: int) -> tuple[list[Message], int]:
+    def admit_ordered(self, messages: list[Message], now_ms: int) -> tuple[list[Message], int, list[int]]:
         """`admit` for the thread path under ordering, in one lock (the lanes computed before it): the messages
-        that may start now, let start at once while the breaker is closed, and their mark for `may_start_marked`
-        (UNMARKED when the breaker is not closed: nothing marked)."""
+        that may start now, let start at once while the breaker is closed, their mark for `may_start_marked`
+        (UNMARKED when the breaker is not closed: nothing marked), and their `lease_keys`."""
         gate = self.gate
         assert gate is not None
         if not messages:
-            return messages, UNMARKED
+            return messages, UNMARKED, []
         lanes = gate.lanes.lanes_of(messages)
         keys = lease_keys(messages)
         with self.lock:
             self.leases.add_all(keys, messages, now_ms, messages[0].deadline_ms)
             closed = self.breaker.state is BreakerState.CLOSED
             heads = gate.lanes.offer(messages, now_ms, lanes, running=closed)
-            return heads, gate.revocations if closed else UNMARKED
+            mark = gate.revocations if closed else UNMARKED
+        return heads, mark, keys if len(heads) == len(keys) else lease_keys(heads)
 
     def may_start(self, msg: Message) -> bool:
         """True when the handler may run now; else the message is held (or was given up while it waited).

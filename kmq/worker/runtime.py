@@ -192,8 +192,8 @@ class Worker:
         if core.gate is None:
             keys = lease_keys(batch)  # once, for the leases and for the handler threads' checks
             return core.admit(batch, now_ms(), keys), len(batch), None, keys
-        heads, mark = core.admit_ordered(batch, now_ms())
-        return heads, len(batch), mark, None
+        heads, mark, keys = core.admit_ordered(batch, now_ms())
+        return heads, len(batch), mark, keys
 
     def _flow(self, client: KmqClient, threads: HandlerThreads) -> None:
         """Ordered: start the retries that are due; pause full partitions, resume those with room again."""

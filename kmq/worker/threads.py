@@ -265,7 +265,7 @@ class HandlerThreads:
         if core.gate is None:
             done, done_keys = self._run(chunk, keys, self._cost_s / self._cost_n * len(chunk) < CHUNK_S)
         else:
-            done, done_keys = self._run_ordered(chunk, keys, mark)
+            done, done_keys = self._run_ordered(chunk, keys, mark, self._cost_s / self._cost_n * len(chunk) < CHUNK_S)
             while len(done) < RECORD_AT and not self.draining and self._run_queued(done, done_keys):
                 pass
         self._measured(time.perf_counter() - started, max(len(chunk), len(done)))
@@ -364,13 +364,48 @@ class HandlerThreads:
                 done_keys.append(key)
         return done, done_keys
 
-    def _run_ordered(self, chunk: list[Message], keys: list[int], mark: int | None) -> tuple[list[Message], list[int]]:
+    def _run_ordered(
+        self, chunk: list[Message], keys: list[int], mark: int | None, quick: bool = False
+    ) -> tuple[list[Message], list[int]]:
         """`_run` under key or partition ordering: the chunk's heads are marked started under one lock (unless they
-        were with `mark`), then each is checked without it before it runs (`WorkerCore.may_start_marked`)."""
-        core, handler, done, done_keys, gate = self._core, self._handler, [], [], self._core.gate
+        were with `mark`), then each is checked without it before it runs (`WorkerCore.may_start_marked`).
+
+        `quick` (see `_run`): the breaker and the leases are checked once, before the first message; the revocation
+        count still before each (a revocation drops heads let start but not run yet), the rest checked message by
+        message once it changed or a handler raised."""
+        core, handler, gate = self._core, self._handler, self._core.gate
         assert gate is not None
         if mark is None:
             mark = core.start_ordered(chunk)
+        breaker, held = core.breaker, core.leases.held
+        if (
+            quick
+            and not self.draining
+            and mark == gate.revocations
+            and breaker.state is BreakerState.CLOSED
+            and all(map(held.__contains__, keys))
+        ):
+            ran = 0
+            try:
+                for msg in chunk:
+                    if gate.revocations != mark:
+                        break
+                    handler(msg)
+                    ran += 1
+            except Exception as e:  # noqa: BLE001  # any failure of the application's code is an outcome
+                self._finish_ordered(msg, outcome_of(e, msg))
+                done, done_keys = self._run_ordered_checked(chunk[ran + 1 :], keys[ran + 1 :], mark)
+                return chunk[:ran] + done, keys[:ran] + done_keys
+            if ran == len(chunk):
+                return chunk, keys
+            done, done_keys = self._run_ordered_checked(chunk[ran:], keys[ran:], mark)
+            return chunk[:ran] + done, keys[:ran] + done_keys
+        return self._run_ordered_checked(chunk, keys, mark)
+
+    def _run_ordered_checked(self, chunk: list[Message], keys: list[int], mark: int) -> tuple[list[Message], list[int]]:
+        """`_run_ordered` with every check before each message."""
+        core, handler, done, done_keys, gate = self._core, self._handler, [], [], self._core.gate
+        assert gate is not None
         breaker, held = core.breaker, core.leases.held
         for msg, key in zip(chunk, keys, strict=True):
             if self.draining:
