@@ -137,3 +137,78 @@ def test_a_handler_that_turns_slow_holds_up_only_its_chunk_the_parked_threads_ru
         threads.stop()
     assert handler.ran[offset] != handler.ran[offset + 599]  # the rest ran on a woken thread
     assert died == [] and core.outstanding == 0
+
+
+def ordered_started(handler: Handler) -> tuple[WorkerCore, HandlerThreads, Settled, list[BaseException]]:
+    settings = WorkerConfig(concurrency=CONCURRENCY, prefetch=10_000, ordering="key")  # type: ignore[arg-type]
+    core = WorkerCore(CONFIG, settings, WorkerMetrics("jobs"))
+    client, died = Settled(), cast(list[BaseException], [])
+    threads = HandlerThreads(core, cast(KmqClient, client), handler, CONCURRENCY, lambda thread, e: died.append(e))
+    return core, threads, client, died
+
+
+def submit_keyed(core: WorkerCore, threads: HandlerThreads, first: int, count: int) -> None:
+    """`count` messages of partition 0 from offset `first`, each of its own key, received as one batch."""
+    batch = [
+        Message(b"v", str(offset).encode(), "jobs", 0, offset, 0, 0, now_ms() + 30_000)
+        for offset in range(first, first + count)
+    ]
+    heads, mark, keys = core.admit_ordered(batch, now_ms())
+    threads.submit(heads, len(batch), mark, keys)
+
+
+def test_a_revocation_in_the_middle_of_a_quick_ordered_chunk_runs_none_of_its_later_messages() -> None:
+    handler = Handler()
+    core, threads, client, died = ordered_started(handler)
+    gate = core.gate
+    assert gate is not None
+    try:
+        offset = 0
+        for _ in range(20):  # quick handlers, measured
+            submit_keyed(core, threads, offset, 100)
+            offset += 100
+            wait_for(lambda end=offset: sum(client.acked.values()) == end, WAIT_S, what="the quick batch acknowledged")
+        revoke_at = offset + 10
+        original = handler.__call__
+
+        def revoking(msg: Message) -> None:  # the group takes partition 0 away while the chunk runs
+            original(msg)
+            if msg.offset == revoke_at:
+                gate.revoked({0})
+
+        threads._handler = revoking
+        submit_keyed(core, threads, offset, 100)
+        wait_for(lambda: core.outstanding == 0, WAIT_S, what="the batch settled or dropped")
+    finally:
+        threads.stop()
+    ran = {o for o in handler.ran if o >= offset}
+    assert ran == set(range(offset, revoke_at + 1))  # none after the revocation started
+    assert sum(client.acked.values()) == revoke_at + 1  # those that ran acknowledged; the rest dropped unsettled
+    assert died == [] and client.nacked == Counter()
+
+
+def test_a_failure_in_a_quick_ordered_chunk_is_retried_in_place_and_its_chunk_mates_run() -> None:
+    handler = Handler()
+    core, threads, client, died = ordered_started(handler)
+    try:
+        offset = 0
+        for _ in range(20):
+            submit_keyed(core, threads, offset, 100)
+            offset += 100
+            wait_for(lambda end=offset: sum(client.acked.values()) == end, WAIT_S, what="the quick batch acknowledged")
+        handler.failing = offset + 5
+        submit_keyed(core, threads, offset, 100)
+        wait_for(lambda: set(handler.ran) >= set(range(offset + 100)) - {offset + 5}, WAIT_S, what="chunk-mates run")
+        handler.failing = -1  # its retry in place (after the backoff) then succeeds
+        gate = core.gate
+        assert gate is not None
+        # (the receiving loop starts the retries that are due; this test has none: it does)
+        wait_for(
+            lambda: threads.submit(gate.retries_due(now_ms())) or sum(client.acked.values()) == offset + 100,
+            WAIT_S,
+            what="the retry acknowledged",
+        )
+    finally:
+        threads.stop()
+    assert client.nacked == Counter()  # retried in place, never nacked
+    assert died == [] and core.outstanding == 0
