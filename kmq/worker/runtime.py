@@ -160,6 +160,7 @@ class Worker:
         """A handler thread's receiving turn: what it received, for it to run (None: no room). An error ends the
         worker as the receiving loop's own would (`run()` raises it)."""
         if self._stop.is_set():
+            threads.leading = False  # (with the role held) no more turns: else the thread would take empty ones
             return NOTHING
         try:
             return self._turn(client, threads, self.core.refill)

@@ -36,9 +36,10 @@ COST_DECAY = 0.9  # weight of the earlier measurements in the running average, p
 STALLED_S = 0.01
 # Quick handlers (under QUICK_S a message, measured): a handler thread with nothing queued receives the next batch
 # itself and runs it, rather than the receiving loop handing it over (a hand-off to another thread costs more than a
-# no-op handler: both threads then take turns on the interpreter lock). The loop receives again once no handler thread
-# did for LEAD_GAP_S (handlers got slow, or the one that received is in a long handler).
-QUICK_S = 0.000005
+# quick handler: both threads then take turns on the interpreter lock). The loop receives again once no handler thread
+# did for LEAD_GAP_S (handlers got slow, or the one that received is in a long handler). The time measured is wall
+# time, which a busy machine stretches: the bound leaves room for that, or the worker would switch back and forth.
+QUICK_S = 0.00002
 LEAD_GAP_S = 0.02
 LEAD_WAIT_S = 0.05  # longest wait for room of a handler thread that takes turns (then it looks at its queue again)
 Chunk = tuple[list[Message], list[int] | None, int | None]  # messages, their lease keys (None: not known), mark
