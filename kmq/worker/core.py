@@ -64,6 +64,9 @@ class WorkerCore:
         self.progress = ProgressWatch(f"worker on {config.queue_topic}", settings.stall_timeout_ms)
         metrics.last_progress.labels(metrics.topic).set_function(self.progress.last_progress_s)
         self.notify: Callable[[], None] = self.wake.set  # the async path wakes its loop instead
+        # Raised (under `lock`) by whatever can stop a message of a quick chunk from starting: a breaker transition,
+        # a lease expiry, a revocation, the shutdown. Read without the lock before each message of a quick chunk.
+        self.changes = 0
         # Key or partition ordering: what may start, in-place retries, per-partition backpressure (None: any order).
         self.gate = OrderGate(self, config, settings) if settings.ordering is not Ordering.NONE else None
 
@@ -255,6 +258,8 @@ class WorkerCore:
         due = self.leases.due(now_ms)
         self.tallies["extended"] += len(due.extend)
         self.tallies["expired"] += len(due.expired)
+        if due.expired:
+            self.changes += 1
         for msg in due.expired:
             _log.warning(
                 "%s[%d]@%d ran past the maximum processing time (%d ms): nacked, its result will be ignored",
@@ -325,6 +330,7 @@ class WorkerCore:
     def _transition(self, transition: Transition | None) -> None:
         if transition is None:
             return
+        self.changes += 1
         self.metrics.transition(transition)
         if transition.after is BreakerState.OPEN:
             _log.warning(

@@ -33,6 +33,8 @@ class WorkerCore(Protocol):
     def record_outcome(self, outcome: Outcome, now: int) -> None: ...
     def wake_if_room(self) -> None: ...
 
+    changes: int
+
 
 class OrderGate:
     """Every method takes the core's lock: handler threads, the receiving loop and the lease thread all call it."""
@@ -146,6 +148,7 @@ class OrderGate:
         Running handlers finish and settle as in an unordered worker. Returns the messages dropped."""
         with self.core.lock:
             self.revocations += 1  # heads let start but not yet run: dropped before they run (`drop_unrun`)
+            self.core.changes += 1  # (quick chunks then check each message)
             dropped = self.lanes.revoke(partitions)
             for msg in dropped:
                 self.core.leases.remove(lease_key(msg))

@@ -131,7 +131,7 @@ class Worker:
     def _run_threads(self) -> None:
         client = self.client = KmqClient(self.config)
         threads = self.threads = HandlerThreads(
-            self.core, client, self.handler, self.settings.concurrency, self.fail, lambda: self._lead(client, threads)
+            self.core, client, self.handler, self.settings.concurrency, self.fail, lambda own: self._lead(client, own)
         )
         if self.core.gate is not None:
             client.add_revoke_listener(self.core.gate.revoked)
@@ -147,7 +147,9 @@ class Worker:
                     self._stop.wait(LEAD_GAP_S)
                     continue
                 with threads.role:
-                    led = self._turn(client, threads) if not self._stop.is_set() else NOTHING
+                    # (a handler thread may have taken a turn while this one waited for the role: it steps back)
+                    stepped_back = self._stop.is_set() or threads.led_recently()
+                    led = NOTHING if stepped_back else self._turn(client, threads)
                 if led is None:
                     self.core.wake.wait(TICK_S)  # no room: until a handler frees some (no turn held meanwhile)
                 else:
@@ -179,6 +181,8 @@ class Worker:
         if core.gate is not None:
             self._flow(client, threads)
         threads.submit(core.releasable())
+        if most is not None and threads.queued():
+            return NOTHING  # a handler thread's turn: it serves what waits first (retries due, released messages)
         budget = core.budget() if most is None else min(most, core.budget())
         if not budget:
             return None
@@ -233,7 +237,9 @@ class Worker:
         deadline = time.monotonic() + self.settings.shutdown_grace_ms / 1000
         if self.core.gate is not None:
             self._drain_lanes(threads, deadline)
-        threads.draining = True
+        with self.core.lock:
+            threads.draining = True
+            self.core.changes += 1  # quick chunks running now stop before their next message
         for msg in self.core.held_out():
             settle(client, msg, RETRY_NOW)
         if self.core.gate is not None:

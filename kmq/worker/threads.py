@@ -63,7 +63,7 @@ class HandlerThreads:
         handler: Handler,
         concurrency: int,
         on_death: Callable[[str, BaseException], None],
-        lead: Callable[[], Led | None] | None = None,
+        lead: Callable[[HandlerThreads], Led | None] | None = None,
     ) -> None:
         self._core, self._client, self._handler = core, client, handler
         # A receiving turn, for a handler thread to take while handlers are quick (see QUICK_S); `role` is held by
@@ -74,6 +74,7 @@ class HandlerThreads:
         self.leading = lead is not None
         self._led_at = 0.0  # when a handler thread's turn ended
         self.batches_led = 0  # batches a handler thread received and ran (written with `role` held)
+        self._lead_waiting = False  # a handler thread waits for room after a turn (a hint, read unlocked)
         self._on_death = on_death  # a thread died on an unexpected error (not the handler's: those are outcomes)
         # Chunks, each with its lease keys when known and its mark when it was let start already (ordered:
         # `WorkerCore.may_start_marked`)
@@ -127,13 +128,23 @@ class HandlerThreads:
         put = self._queue.put
         for chunk in chunks:
             put(chunk)
+        if chunks and self._lead_waiting:
+            self._core.notify()  # a handler thread waiting for room after its turn serves the queue instead
         if chunks and self._parked:  # read unlocked: a hint (the last awake thread never parks)
             backlog_s = self._queue.qsize() * len(chunks[0][0]) * self._cost_s / self._cost_n
             self._wake(math.ceil(backlog_s / BACKLOG_S) - self._awake)
 
     def handlers_lead(self) -> bool:
         """Whether handler threads receive now (see QUICK_S): one takes a turn, or took one within LEAD_GAP_S."""
-        return self.leading and (self.role.locked() or time.perf_counter() - self._led_at < LEAD_GAP_S)
+        return self.leading and (self.role.locked() or self.led_recently())
+
+    def led_recently(self) -> bool:
+        """A handler thread's turn ended within LEAD_GAP_S."""
+        return time.perf_counter() - self._led_at < LEAD_GAP_S
+
+    def queued(self) -> bool:
+        """Chunks wait in the queue."""
+        return not self._queue.empty()
 
     def stop_leading(self) -> None:
         """No handler thread takes a receiving turn from now on (one taking a turn now ends it first)."""
@@ -146,14 +157,19 @@ class HandlerThreads:
         if not self.leading or self._cost_s / self._cost_n >= QUICK_S or not self.role.acquire(blocking=False):
             return False
         try:
-            led = self._lead() if self.leading and self._lead is not None else None
+            if not self.leading or self._lead is None:  # stopped meanwhile
+                return False
+            led = self._lead(self)
             if led and led[0]:
                 self.batches_led += 1
         finally:
             self._led_at = time.perf_counter()
             self.role.release()
-        if led is None:
-            self._core.wake.wait(LEAD_WAIT_S)  # no room: until a handler frees some
+        if led is None:  # no room: until a handler frees some, or a chunk is queued (`_put`)
+            self._lead_waiting = True
+            if self._queue.empty():
+                self._core.wake.wait(LEAD_WAIT_S)
+            self._lead_waiting = False
         elif led[0]:
             first, *rest = self._chunks(*led)
             self._put(rest)
@@ -173,8 +189,8 @@ class HandlerThreads:
                 self._unpark[self._parked.pop()].set()
 
     def _park(self, index: int) -> bool:
-        """Nothing queued: wait until woken, unless this is the last awake thread (it waits on the queue itself, so
-        that a chunk put is always taken). True when it parked."""
+        """Nothing queued: wait until woken, unless this is the last awake thread (it waits on the queue itself, or
+        takes receiving turns, which serve the queue first). True when it parked."""
         event = self._unpark[index]
         with self._pool:
             if self._stopping or self._awake <= 1:
@@ -322,23 +338,29 @@ class HandlerThreads:
         worker's cost per message.
 
         `quick`: the chunk is expected to take under `CHUNK_S`. Its checks (shutdown, breaker, lease held) are then
-        made once, before its first message, and the handlers run back to back: whatever changes meanwhile applies
-        from the next chunk on, within about `CHUNK_S`. A handler's exception ends that: the rest is checked
-        message by message."""
+        made once, before its first message, and only the core's change count before each: once it moved (see
+        `WorkerCore.changes`), or a handler raised, the rest is checked message by message."""
         core, handler = self._core, self._handler
         breaker, held = core.breaker, core.leases.held  # (`held` is never replaced, only changed)
+        changes = core.changes
         if quick and not self.draining and breaker.state is BreakerState.CLOSED and all(map(held.__contains__, keys)):
+            ran = 0
             try:
                 for msg in chunk:
+                    if core.changes != changes:
+                        break  # the breaker moved, a lease expired, the worker stops: the rest checked one by one
                     handler(msg)
+                    ran += 1
             except Exception as e:  # noqa: BLE001  # any failure of the application's code is an outcome
-                failed = chunk.index(msg)  # (the first that is this very message: list.index compares identity first)
                 outcome = outcome_of(e, msg)
                 if core.finish(msg, outcome):
                     settle(self._client, msg, outcome)
-                done, done_keys = self._run_checked(chunk[failed + 1 :], keys[failed + 1 :])
-                return chunk[:failed] + done, keys[:failed] + done_keys
-            return chunk, keys
+                done, done_keys = self._run_checked(chunk[ran + 1 :], keys[ran + 1 :])
+                return chunk[:ran] + done, keys[:ran] + done_keys
+            if ran == len(chunk):
+                return chunk, keys
+            done, done_keys = self._run_checked(chunk[ran:], keys[ran:])
+            return chunk[:ran] + done, keys[:ran] + done_keys
         return self._run_checked(chunk, keys)
 
     def _run_checked(self, chunk: list[Message], keys: list[int]) -> tuple[list[Message], list[int]]:
@@ -371,14 +393,15 @@ class HandlerThreads:
         """`_run` under key or partition ordering: the chunk's heads are marked started under one lock (unless they
         were with `mark`), then each is checked without it before it runs (`WorkerCore.may_start_marked`).
 
-        `quick` (see `_run`): the breaker and the leases are checked once, before the first message; the revocation
-        count still before each (a revocation drops heads let start but not run yet), the rest checked message by
-        message once it changed or a handler raised."""
+        `quick` (see `_run`): the breaker and the leases are checked once, before the first message, and the core's
+        change count before each (a revocation raises it: it drops heads let start but not run yet); the rest is
+        checked message by message once it moved or a handler raised."""
         core, handler, gate = self._core, self._handler, self._core.gate
         assert gate is not None
         if mark is None:
             mark = core.start_ordered(chunk)
         breaker, held = core.breaker, core.leases.held
+        changes = core.changes
         if (
             quick
             and not self.draining
@@ -389,8 +412,8 @@ class HandlerThreads:
             ran = 0
             try:
                 for msg in chunk:
-                    if gate.revocations != mark:
-                        break
+                    if core.changes != changes:
+                        break  # a revocation, the breaker, an expiry, the stop: the rest checked one by one
                     handler(msg)
                     ran += 1
             except Exception as e:  # noqa: BLE001  # any failure of the application's code is an outcome
