@@ -237,9 +237,7 @@ class Worker:
         deadline = time.monotonic() + self.settings.shutdown_grace_ms / 1000
         if self.core.gate is not None:
             self._drain_lanes(threads, deadline)
-        with self.core.lock:
-            threads.draining = True
-            self.core.changes += 1  # quick chunks running now stop before their next message
+        threads.drain()
         for msg in self.core.held_out():
             settle(client, msg, RETRY_NOW)
         if self.core.gate is not None:

@@ -116,7 +116,7 @@ class HandlerThreads:
 
     def _chunks(self, messages: list[Message], received: int, mark: int | None, keys: list[int] | None) -> list[Chunk]:
         size = max(1, min(MAX_CHUNK, max(len(messages), received) // (4 * self._concurrency)))
-        cost_s = self._cost_s / self._cost_n
+        cost_s = self._cost_per_message_s
         if cost_s * size < CHUNK_S:  # quick handlers: larger chunks, as long as one takes under CHUNK_S
             size = max(size, min(MAX_QUICK_CHUNK, int(CHUNK_S / cost_s)))
         return [
@@ -131,7 +131,7 @@ class HandlerThreads:
         if chunks and self._lead_waiting:
             self._core.notify()  # a handler thread waiting for room after its turn serves the queue instead
         if chunks and self._parked:  # read unlocked: a hint (the last awake thread never parks)
-            backlog_s = self._queue.qsize() * len(chunks[0][0]) * self._cost_s / self._cost_n
+            backlog_s = self._queue.qsize() * len(chunks[0][0]) * self._cost_per_message_s
             self._wake(math.ceil(backlog_s / BACKLOG_S) - self._awake)
 
     def handlers_lead(self) -> bool:
@@ -154,7 +154,7 @@ class HandlerThreads:
     def _try_lead(self, index: int) -> bool:
         """Nothing queued: while handlers are quick, take a receiving turn and run what it received here. False when
         this thread may not (handlers not quick, or another takes a turn)."""
-        if not self.leading or self._cost_s / self._cost_n >= QUICK_S or not self.role.acquire(blocking=False):
+        if not self.leading or self._cost_per_message_s >= QUICK_S or not self.role.acquire(blocking=False):
             return False
         try:
             if not self.leading or self._lead is None:  # stopped meanwhile
@@ -214,6 +214,11 @@ class HandlerThreads:
             self._taken_at = time.perf_counter()
             return item
 
+    @property
+    def _cost_per_message_s(self) -> float:
+        """The handlers' recent time per message (see BACKLOG_S)."""
+        return self._cost_s / self._cost_n
+
     def _measured(self, elapsed_s: float, messages: int) -> None:
         """A chunk's handling time, into the running average of a message's (see BACKLOG_S)."""
         self._cost_s = self._cost_s * COST_DECAY + elapsed_s
@@ -240,6 +245,13 @@ class HandlerThreads:
             except IndexError:  # drained (maybe by another caller meanwhile)
                 return
             processed(msg)
+
+    def drain(self) -> None:
+        """Shutdown: messages not started yet are given back, not run; quick chunks running now stop before their
+        next message (`WorkerCore.changes`)."""
+        with self._core.lock:
+            self.draining = True
+            self._core.changes += 1
 
     def stop(self) -> None:
         """Let idle threads end (busy ones end after their handler; they are daemons either way)."""
@@ -279,10 +291,11 @@ class HandlerThreads:
             keys = lease_keys(chunk)  # once, for the checks before each handler and for the leases' removal
         busy[index] = True
         started = time.perf_counter()
+        quick = self._cost_per_message_s * len(chunk) < CHUNK_S
         if core.gate is None:
-            done, done_keys = self._run(chunk, keys, self._cost_s / self._cost_n * len(chunk) < CHUNK_S)
+            done, done_keys = self._run(chunk, keys, quick)
         else:
-            done, done_keys = self._run_ordered(chunk, keys, mark, self._cost_s / self._cost_n * len(chunk) < CHUNK_S)
+            done, done_keys = self._run_ordered(chunk, keys, mark, quick)
             while len(done) < RECORD_AT and not self.draining and self._run_queued(done, done_keys):
                 pass
         self._measured(time.perf_counter() - started, max(len(chunk), len(done)))
@@ -340,28 +353,37 @@ class HandlerThreads:
         `quick`: the chunk is expected to take under `CHUNK_S`. Its checks (shutdown, breaker, lease held) are then
         made once, before its first message, and only the core's change count before each: once it moved (see
         `WorkerCore.changes`), or a handler raised, the rest is checked message by message."""
-        core, handler = self._core, self._handler
+        core = self._core
         breaker, held = core.breaker, core.leases.held  # (`held` is never replaced, only changed)
         changes = core.changes
         if quick and not self.draining and breaker.state is BreakerState.CLOSED and all(map(held.__contains__, keys)):
-            ran = 0
-            try:
-                for msg in chunk:
-                    if core.changes != changes:
-                        break  # the breaker moved, a lease expired, the worker stops: the rest checked one by one
-                    handler(msg)
-                    ran += 1
-            except Exception as e:  # noqa: BLE001  # any failure of the application's code is an outcome
-                outcome = outcome_of(e, msg)
+            ran, error = self._back_to_back(chunk, changes)
+            if error is None and ran == len(chunk):
+                return chunk, keys
+            rest = ran
+            if error is not None:
+                msg, rest = chunk[ran], ran + 1
+                outcome = outcome_of(error, msg)
                 if core.finish(msg, outcome):
                     settle(self._client, msg, outcome)
-                done, done_keys = self._run_checked(chunk[ran + 1 :], keys[ran + 1 :])
-                return chunk[:ran] + done, keys[:ran] + done_keys
-            if ran == len(chunk):
-                return chunk, keys
-            done, done_keys = self._run_checked(chunk[ran:], keys[ran:])
+            done, done_keys = self._run_checked(chunk[rest:], keys[rest:])
             return chunk[:ran] + done, keys[:ran] + done_keys
         return self._run_checked(chunk, keys)
+
+    def _back_to_back(self, chunk: list[Message], changes: int) -> tuple[int, Exception | None]:
+        """A quick chunk's handlers, one after another, with no check but the core's change count (still `changes`)
+        before each: how many returned, and the exception of the next one when it raised (else None: the count
+        moved, or the chunk is done)."""
+        core, handler, ran = self._core, self._handler, 0
+        try:
+            for msg in chunk:
+                if core.changes != changes:
+                    break  # a revocation, the breaker, an expiry, the stop: the caller checks the rest one by one
+                handler(msg)
+                ran += 1
+        except Exception as e:  # noqa: BLE001  # any failure of the application's code is an outcome
+            return ran, e
+        return ran, None
 
     def _run_checked(self, chunk: list[Message], keys: list[int]) -> tuple[list[Message], list[int]]:
         """`_run` with the checks before each message."""
@@ -396,7 +418,7 @@ class HandlerThreads:
         `quick` (see `_run`): the breaker and the leases are checked once, before the first message, and the core's
         change count before each (a revocation raises it: it drops heads let start but not run yet); the rest is
         checked message by message once it moved or a handler raised."""
-        core, handler, gate = self._core, self._handler, self._core.gate
+        core, gate = self._core, self._core.gate
         assert gate is not None
         if mark is None:
             mark = core.start_ordered(chunk)
@@ -409,20 +431,14 @@ class HandlerThreads:
             and breaker.state is BreakerState.CLOSED
             and all(map(held.__contains__, keys))
         ):
-            ran = 0
-            try:
-                for msg in chunk:
-                    if core.changes != changes:
-                        break  # a revocation, the breaker, an expiry, the stop: the rest checked one by one
-                    handler(msg)
-                    ran += 1
-            except Exception as e:  # noqa: BLE001  # any failure of the application's code is an outcome
-                self._finish_ordered(msg, outcome_of(e, msg))
-                done, done_keys = self._run_ordered_checked(chunk[ran + 1 :], keys[ran + 1 :], mark)
-                return chunk[:ran] + done, keys[:ran] + done_keys
-            if ran == len(chunk):
+            ran, error = self._back_to_back(chunk, changes)
+            if error is None and ran == len(chunk):
                 return chunk, keys
-            done, done_keys = self._run_ordered_checked(chunk[ran:], keys[ran:], mark)
+            rest = ran
+            if error is not None:
+                self._finish_ordered(chunk[ran], outcome_of(error, chunk[ran]))
+                rest = ran + 1
+            done, done_keys = self._run_ordered_checked(chunk[rest:], keys[rest:], mark)
             return chunk[:ran] + done, keys[:ran] + done_keys
         return self._run_ordered_checked(chunk, keys, mark)
 

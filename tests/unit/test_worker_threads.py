@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import cast
 
 from kmq.client import KmqClient
@@ -15,12 +16,14 @@ from kmq.worker.config import WorkerConfig
 from kmq.worker.core import WorkerCore, now_ms
 from kmq.worker.leases import lease_keys
 from kmq.worker.metrics import WorkerMetrics
+from kmq.worker.ordering import Ordering
 from kmq.worker.threads import MAX_QUICK_CHUNK, HandlerThreads
 from tests.helpers import wait_for
 
 CONFIG = KmqConfig(bootstrap_servers="unused:9092", queue_topic="jobs", msg_timeout_ms=30_000)
 WAIT_S = 10.0
 CONCURRENCY = 4
+Send = Callable[[WorkerCore, HandlerThreads, int, int], None]  # sends a batch of messages: from offset, how many
 
 
 class Settled:
@@ -60,8 +63,11 @@ class Handler:
         self.ran[msg.offset] = threading.current_thread().name
 
 
-def started(handler: Handler) -> tuple[WorkerCore, HandlerThreads, Settled, list[BaseException]]:
-    core = WorkerCore(CONFIG, WorkerConfig(concurrency=CONCURRENCY, prefetch=10_000), WorkerMetrics("jobs"))
+def started(
+    handler: Handler, ordering: Ordering = Ordering.NONE
+) -> tuple[WorkerCore, HandlerThreads, Settled, list[BaseException]]:
+    settings = WorkerConfig(concurrency=CONCURRENCY, prefetch=10_000, ordering=ordering)
+    core = WorkerCore(CONFIG, settings, WorkerMetrics("jobs"))
     client, died = Settled(), cast(list[BaseException], [])
     threads = HandlerThreads(core, cast(KmqClient, client), handler, CONCURRENCY, lambda thread, e: died.append(e))
     return core, threads, client, died
@@ -74,12 +80,16 @@ def submit(core: WorkerCore, threads: HandlerThreads, first: int, count: int) ->
     threads.submit(core.admit(batch, now_ms(), keys), len(batch), keys=keys)
 
 
-def warmed_up(core: WorkerCore, threads: HandlerThreads, client: Settled) -> int:
-    """Batches of quick handlers until the threads measured them quick; returns the next free offset."""
+def warmed_up(
+    core: WorkerCore, threads: HandlerThreads, client: Settled, send: Send | None = None, size: int = 500
+) -> int:
+    """Batches of quick handlers (sent by `send`, default `submit`) until the threads measured them quick; returns
+    the next free offset."""
+    send = send or submit
     offset = 0
     for _ in range(20):
-        submit(core, threads, offset, 500)
-        offset += 500
+        send(core, threads, offset, size)
+        offset += size
         wait_for(lambda end=offset: sum(client.acked.values()) == end, WAIT_S, what="the quick batch acknowledged")
     return offset
 
@@ -139,14 +149,6 @@ def test_a_handler_that_turns_slow_holds_up_only_its_chunk_the_parked_threads_ru
     assert died == [] and core.outstanding == 0
 
 
-def ordered_started(handler: Handler) -> tuple[WorkerCore, HandlerThreads, Settled, list[BaseException]]:
-    settings = WorkerConfig(concurrency=CONCURRENCY, prefetch=10_000, ordering="key")  # type: ignore[arg-type]
-    core = WorkerCore(CONFIG, settings, WorkerMetrics("jobs"))
-    client, died = Settled(), cast(list[BaseException], [])
-    threads = HandlerThreads(core, cast(KmqClient, client), handler, CONCURRENCY, lambda thread, e: died.append(e))
-    return core, threads, client, died
-
-
 def submit_keyed(core: WorkerCore, threads: HandlerThreads, first: int, count: int) -> None:
     """`count` messages of partition 0 from offset `first`, each of its own key, received as one batch."""
     batch = [
@@ -159,15 +161,11 @@ def submit_keyed(core: WorkerCore, threads: HandlerThreads, first: int, count: i
 
 def test_a_revocation_in_the_middle_of_a_quick_ordered_chunk_runs_none_of_its_later_messages() -> None:
     handler = Handler()
-    core, threads, client, died = ordered_started(handler)
+    core, threads, client, died = started(handler, Ordering.KEY)
     gate = core.gate
     assert gate is not None
     try:
-        offset = 0
-        for _ in range(20):  # quick handlers, measured
-            submit_keyed(core, threads, offset, 100)
-            offset += 100
-            wait_for(lambda end=offset: sum(client.acked.values()) == end, WAIT_S, what="the quick batch acknowledged")
+        offset = warmed_up(core, threads, client, submit_keyed, 100)
         revoke_at = offset + 10
         original = handler.__call__
 
@@ -189,13 +187,9 @@ def test_a_revocation_in_the_middle_of_a_quick_ordered_chunk_runs_none_of_its_la
 
 def test_a_failure_in_a_quick_ordered_chunk_is_retried_in_place_and_its_chunk_mates_run() -> None:
     handler = Handler()
-    core, threads, client, died = ordered_started(handler)
+    core, threads, client, died = started(handler, Ordering.KEY)
     try:
-        offset = 0
-        for _ in range(20):
-            submit_keyed(core, threads, offset, 100)
-            offset += 100
-            wait_for(lambda end=offset: sum(client.acked.values()) == end, WAIT_S, what="the quick batch acknowledged")
+        offset = warmed_up(core, threads, client, submit_keyed, 100)
         handler.failing = offset + 5
         submit_keyed(core, threads, offset, 100)
         wait_for(lambda: set(handler.ran) >= set(range(offset + 100)) - {offset + 5}, WAIT_S, what="chunk-mates run")
@@ -222,12 +216,10 @@ def test_a_shutdown_in_the_middle_of_a_quick_chunk_runs_none_of_its_later_messag
         stop_at = offset + 10
         original = handler.__call__
 
-        def stopping(msg: Message) -> None:  # the worker's shutdown begins while the chunk runs (as `_shutdown` does)
+        def stopping(msg: Message) -> None:  # the worker's shutdown begins while the chunk runs
             original(msg)
             if msg.offset == stop_at:
-                with core.lock:
-                    threads.draining = True
-                    core.changes += 1
+                threads.drain()
 
         threads._handler = stopping
         submit(core, threads, offset, 100)
