@@ -163,13 +163,14 @@ class Flow:
                     self.errors[f"worker: {type(e).__name__}"] += 1
 
     def _serve_http(self) -> None:
-        """The facade sends its own messages, and receives and acknowledges beside the workers. A refused ack (503)
-        is sent again with the next one, as an application would: its ENDs may have been written all the same (a
-        write that timed out in the producer may still land), and then the tracker never hands the messages out
-        again."""
+        """The facade sends its own messages, and receives and acknowledges beside the workers. An ack refused with
+        503 leaves its outcome unknown (a write that timed out in the producer may still land), so its receipts are
+        acked again one at a time, as an application that must know would: `ok` or `expired` confirms the ack, and so
+        does 409 (the delivery was settled already, by the earlier ack: the only other use of the receipt). Sent
+        again as a batch, one settled receipt would make the whole request 409 and none of the others acked."""
         path, progress = f"/v1/queues/{self.config.queue_topic}", self.progress["facade"]
         unsent = [f"http-{i}" for i in range(HTTP_MESSAGES)]
-        unacked: list[dict[str, Any]] = []
+        unknown: list[dict[str, Any]] = []
         while not self.stopping.is_set():
             if unsent:
                 batch = unsent[:20]
@@ -179,22 +180,36 @@ class Flow:
                     progress.step()
                 else:
                     self.errors[f"facade send: {sent.status_code}"] += 1
+            unknown = self._ack_again(path, unknown)
             answer = self.http.post(f"{path}/receive", json={"max_messages": 50, "wait_ms": 200})
             if answer.status_code != 200:
                 self.errors[f"facade receive: {answer.status_code}"] += 1
                 continue
-            messages = unacked + answer.json()["messages"]
+            messages = answer.json()["messages"]
             if messages:
                 acked = self.http.post(f"{path}/ack", json={"receipts": [m["receipt"] for m in messages]})
                 if acked.status_code != 200:
                     self.errors[f"facade ack: {acked.status_code}"] += 1
-                    unacked = messages
+                    unknown.extend(messages)
                     continue
-                unacked = []
                 for m, result in zip(messages, acked.json()["results"], strict=True):
                     ok = result["status"] in ("ok", "expired")
                     self._settle("facade", m["partition"], m["value"], m["redelivery_count"], ok)
             progress.step()
+
+    def _ack_again(self, path: str, unknown: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Ack each receipt of `unknown` on its own (see `_serve_http`); returns those still unknown."""
+        for index, m in enumerate(unknown):
+            again = self.http.post(f"{path}/ack", json={"receipts": [m["receipt"]]})
+            if again.status_code == 409:
+                self._settle("facade", m["partition"], m["value"], m["redelivery_count"], True)
+            elif again.status_code == 200:
+                ok = again.json()["results"][0]["status"] in ("ok", "expired")
+                self._settle("facade", m["partition"], m["value"], m["redelivery_count"], ok)
+            else:
+                self.errors[f"facade ack again: {again.status_code}"] += 1
+                return unknown[index:]
+        return []
 
     def _watch_trackers(self) -> None:
         """A tracker steps when it has read further on the markers topic (the sum of its positions grew)."""
