@@ -241,7 +241,7 @@ def test_first_offset_is_where_reading_resumed() -> None:
 def lagging_state() -> PartitionState:
     """Caught up once, then markers arrived faster than they were read: the last poll left it behind the end."""
     s = caught_up_state()
-    s.observe_position(high_watermark=100, now_ms=0)
+    s.observe_position(high_watermark=100)
     assert not s.at_end
     return s
 
@@ -264,8 +264,24 @@ def test_a_lagging_tracker_redelivers_once_it_has_read_past_the_deadline() -> No
     start(s, 0, queue_offset=7, timestamp_ms=1_000, after_ms=500)
     start(s, 1, queue_offset=8, timestamp_ms=1_600, after_ms=500)  # read through 1600: 7 is settled either way
     assert s.due(5_000, 10) == [7]
-    s.observe_position(high_watermark=2, now_ms=5_000)  # at the end now: deadlines are judged by the clock
+    assert s.end_to_confirm(s.deadlines_of([7])) is None  # a marker read is stamped past its deadline
+    s.observe_position(high_watermark=2)  # at the end now: deadlines are judged by the clock
     assert s.due(5_000, 10) == [7, 8]
+    # 8's deadline (2100) lies past every marker read: the end, cached from some fetch, is confirmed before a copy
+    assert s.end_to_confirm(s.deadlines_of([7, 8])) == 2
+
+
+def test_an_end_that_may_be_stale_does_not_vouch_for_deadlines() -> None:
+    # given a tracker at the end of its partition by the high watermark its consumer cached, after a START
+    s = caught_up_state()
+    start(s, 0, queue_offset=7, timestamp_ms=1_000, after_ms=500)
+    s.observe_position(high_watermark=1)
+    # when the clock passes the deadline with no marker read since (an END may be past a leader that stopped answering)
+    # then the START is a candidate, but the pass must first confirm the end afresh; a later marker vouches for it
+    assert s.due(5_000, 10) == [7]
+    assert s.end_to_confirm(s.deadlines_of([7])) == 1
+    s.apply(1, 1_600, MarkerKey(P, 8).encode(), EndMarker().encode())
+    assert s.end_to_confirm(s.deadlines_of([7])) is None
 
 
 def test_settled_counts_the_pending_starts_that_ends_settle_once_caught_up() -> None:

@@ -10,6 +10,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from kmq.config import KmqConfig
 from kmq_tracker import redeliverer as module
 from kmq_tracker.config import TrackerConfig
+from kmq_tracker.reader import QueueReader
 from kmq_tracker.redeliverer import Redeliverer
 
 CONFIG = TrackerConfig(kmq=KmqConfig(bootstrap_servers="127.0.0.1:1", queue_topic="q"), write_timeout_ms=100)
@@ -48,5 +49,25 @@ def test_a_transient_producer_error_is_only_reported(producer_settings: dict[str
     try:
         producer_settings["error_cb"](KafkaError(KafkaError._TRANSPORT, "broker down"))
         assert redeliverer.poll() == []
+    finally:
+        redeliverer.close()
+
+
+def test_a_reader_that_reached_nothing_in_time_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    # given a redeliverer whose queue reader gets no answer (nothing listens there)
+    made: list[QueueReader] = []
+
+    def counted(config: TrackerConfig) -> QueueReader:
+        made.append(QueueReader(config))
+        return made[-1]
+
+    monkeypatch.setattr(module, "QueueReader", counted)
+    redeliverer = Redeliverer(CONFIG.model_copy(update={"read_timeout_ms": 200}))
+    try:
+        # when a pass reads nothing in time
+        outcome = redeliverer.redeliver(0, [1])
+        # then its offsets are left for a later pass, which reads with a new consumer (librdkafka may keep the
+        # partition's fetching behind a request to a leader that stopped answering, for minutes)
+        assert outcome.failed == [1] and len(made) == 2
     finally:
         redeliverer.close()

@@ -152,13 +152,12 @@ class MarkersIngest:
                     undecodable += 1
         if newest_live:
             CLOCK.observe(newest_live, received_ms)
-            now = CLOCK.broker_ms(received_ms)
-        self._observe_ends(now)
+        self._observe_ends()
         self._metrics.markers_consumed.inc(len(messages))
         if undecodable:
             self._metrics.undecodable.inc(undecodable)
 
-    def _observe_ends(self, now: int) -> None:
+    def _observe_ends(self) -> None:
         """The high watermark cached by the last fetch of each owned partition: the catch-up target of a new
         assignment, and whether reading is at the end (the lag guard)."""
         for state in self.partitions.values():
@@ -167,7 +166,7 @@ class MarkersIngest:
             high = self._consumer.get_watermark_offsets(TopicPartition(self._topic, state.partition), cached=True)[1]
             if state.catch_up_target is None:
                 state.observe_end(high)
-            state.observe_position(high, now)
+            state.observe_position(high)
 
     def _on_error(self, error: KafkaError, state: PartitionState | None, offset: int | None) -> None:
         if error.code() == KafkaError._PARTITION_EOF:

@@ -58,6 +58,12 @@ class TrackerMetrics:
             _PARTITION,
             registry=r,
         )
+        self.unconfirmed_passes = Counter(
+            "kmq_redelivery_passes_unconfirmed",
+            "Redelivery passes that copied nothing and wait: due only by the markers partition's end, which a fresh "
+            "fetch found past what was read (or could not fetch)",
+            registry=r,
+        )
         self.undecodable = Counter(
             "kmq_undecodable_markers", "Records on the markers topic that are not markers", registry=r
         )

@@ -44,8 +44,12 @@ class PartitionState:
     it with `observe_end`), or an end-of-partition event (`reached_end`) says so directly.
 
     Lag guard: a START is due only once the partition has been read through its deadline — up to a marker stamped
-    at or after it, or to the partition's end (`at_end`) at or after it. An END written before the deadline is then
-    read already, so a tracker that lags behind its markers does not redeliver messages whose END it has not read.
+    at or after it, or to the partition's end at or after it. An END written before the deadline is then read
+    already, so a tracker that lags behind its markers does not redeliver messages whose END it has not read. Being
+    at the end (`at_end`) is judged by the high watermark the consumer cached from its last fetch response, which
+    stays as it was while the partition's leader does not answer (cut off, paused): it only makes a START a
+    candidate. A pass whose deadlines no marker read vouches for (`end_to_confirm`) first asks the end afresh, and
+    waits if markers lie past the position read (kmq_tracker.workers).
     With read_committed (transactional mode) reading stops at the last stable offset: a transaction a crashed client
     left open holds the partition's redeliveries back until the broker aborts it (transaction.timeout.ms).
     """
@@ -123,12 +127,10 @@ class PartitionState:
         """Drop the settle notes that no longer matter (their deliveries' deadlines long past)."""
         self.notes.prune(now_ms)
 
-    def observe_position(self, high_watermark: int, now_ms: int) -> None:
-        """After each poll: whether reading is at the partition's end (the last fetch's high watermark): then
-        everything written until about now has been read, and deadlines are judged by `now`."""
+    def observe_position(self, high_watermark: int) -> None:
+        """After each poll: whether reading is at the partition's end by the high watermark cached from the last
+        fetch response (possibly an old one: see the class's lag guard)."""
         self.at_end = self.position is not None and 0 <= high_watermark <= self.position
-        if self.at_end and now_ms > self.read_through_ms:
-            self.read_through_ms = now_ms
 
     def observe_end(self, high_watermark: int) -> None:
         """The high watermark seen by the first fetch after assignment: the end to catch up to."""
@@ -148,6 +150,14 @@ class PartitionState:
         if not self.caught_up or not self.backoff.ready(now_ms):
             return []
         return self.pending.due(now_ms if self.at_end else min(now_ms, self.read_through_ms), limit)
+
+    def end_to_confirm(self, deadlines: Sequence[int | None]) -> int | None:
+        """For a pass over offsets with `deadlines`: the read position, when some deadline lies past every marker
+        read (due only by `at_end`, which must then be confirmed by a fresh look at the partition's end); else
+        None."""
+        if any(deadline is not None and deadline > self.read_through_ms for deadline in deadlines):
+            return self.position
+        return None
 
     def next_wake_ms(self) -> int | None:
         """When this partition next has work: its earliest deadline, or the end of a retry backoff."""

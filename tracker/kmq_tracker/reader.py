@@ -148,20 +148,7 @@ class QueueReader:
         return int(high)
 
     def _fetch_end(self, partition: int, deadline: float) -> int | None:
-        """The partition's end, from the response to a fetch at an offset that exists (just below the end last seen,
-        or the start: out of range resets to the earliest); None when no answer came in time."""
-        cached = self._cached_end(partition)
-        try:
-            self._consumer.assign([TopicPartition(self._topic, partition, max(0, cached - 1))])
-            while time.monotonic() < deadline:
-                for message in fetch(self._consumer, 1, min(0.1, max(0.0, deadline - time.monotonic()))):
-                    error = message.error()
-                    if error is None or error.code() == KafkaError._PARTITION_EOF:
-                        return self._cached_end(partition)  # updated from the response that brought the message
-                    return None
-        except KafkaException:
-            return None
-        return None
+        return fetch_end(self._consumer, TopicPartition(self._topic, partition), self._cached_end(partition), deadline)
 
     def _read_run(self, partition: int, run: list[int], result: ReadResult, deadline: float) -> None:
         cursor = _Cursor(run, result)
@@ -173,6 +160,50 @@ class QueueReader:
         except KafkaException as e:
             result.error = str(e.args[0] if e.args else e)
         result.unread.extend(cursor.remaining())
+
+
+def fetch_end(consumer: Consumer, partition: TopicPartition, near: int, deadline: float) -> int | None:
+    """The partition's end, from the response to a fetch at an offset that exists (just below `near`, an end seen
+    before, or the start: out of range resets to the earliest); None when no answer came by `deadline` (monotonic).
+    `consumer` reads outside any group, with partition EOF events, and is left assigned to `partition`."""
+    try:
+        consumer.assign([TopicPartition(partition.topic, partition.partition, max(0, near - 1))])
+        while time.monotonic() < deadline:
+            for message in fetch(consumer, 1, min(0.1, max(0.0, deadline - time.monotonic()))):
+                error = message.error()
+                if error is None or error.code() == KafkaError._PARTITION_EOF:
+                    # updated from the response that brought the message: a fresh assignment drops what came before
+                    return int(consumer.get_watermark_offsets(partition, cached=True)[1])
+                return None
+    except KafkaException:
+        return None
+    return None
+
+
+class EndProbe:
+    """Asks the end of a markers partition now, by a fetch (the tracker's lag guard, kmq_tracker.partition): the
+    high watermark the markers consumer caches is only as fresh as its last fetch response."""
+
+    def __init__(self, config: TrackerConfig) -> None:
+        self._topic = config.kmq.markers_topic
+        self._timeout_s = config.read_timeout_ms / 1000
+        settings = consumer_settings(
+            config.kmq,
+            f"{config.group_id}__end-probe",
+            enable_partition_eof=True,
+            isolation_level=config.isolation_level,
+            auto_offset_reset="earliest",
+        )
+        self._consumer = Consumer({**settings, **READER_FETCH})
+
+    def end(self, partition: int, near: int) -> int | None:
+        """The end of markers partition `partition` as a fetch sent now finds it (`near`: an offset close to it);
+        None when its leader did not answer within the read timeout."""
+        deadline = time.monotonic() + self._timeout_s
+        return fetch_end(self._consumer, TopicPartition(self._topic, partition), near, deadline)
+
+    def close(self) -> None:
+        self._consumer.close()
 
 
 class _Cursor:

@@ -24,7 +24,7 @@ from kmq.kafka import DeliveryCallback, produce, producer_settings
 from kmq.markers import EndMarker, MarkerKey
 from kmq_tracker.config import TrackerConfig
 from kmq_tracker.ingest import now_ms
-from kmq_tracker.reader import QueueReader, QueueRecord
+from kmq_tracker.reader import EndProbe, QueueReader, QueueRecord
 from kmq_tracker.undeliverable import Fate, UndeliverableWriter, is_permanent
 
 _log = logging.getLogger(__name__)
@@ -46,6 +46,9 @@ class Redelivered:
     unwritable: list[int] = field(default_factory=list)  # undeliverable, and refused by the dead-letter topic too
     end_failures: list[str] = field(default_factory=list)  # ENDs not written: those keys may be redelivered again
     copied_at_ms: int = 0  # wall clock when the copies and dead letters were acknowledged (0: none written)
+    # Why the pass wrote nothing and waits, when the markers partition's end could not be confirmed as read (the lag
+    # guard): every offset stays pending, for a later pass.
+    unconfirmed: str | None = None
 
     @property
     def settled(self) -> list[int]:
@@ -61,6 +64,7 @@ class Redeliverer:
         self._kmq = config.kmq
         self._write_timeout_s = config.write_timeout_ms / 1000
         self._reader = QueueReader(config)
+        self._ends = EndProbe(config)
         settings = producer_settings(config.kmq, message_timeout_ms=config.write_timeout_ms)
         self._producer = Producer({**settings, "error_cb": self._on_producer_error})
         self._undeliverable = UndeliverableWriter(config.kmq, self._producer, self._write_timeout_s)
@@ -68,11 +72,25 @@ class Redeliverer:
         self._fatal: KafkaError | None = None
         self._known: set[int] = set()  # queue partitions the reader's and the producer's metadata know
 
+    def unconfirmed(self, partition: int, position: int) -> str | None:
+        """Why markers partition `partition` cannot be taken as read to its end by a reader at `position` (markers
+        lie past it, or its leader did not answer), judged by a fetch sent now; None when it is read to the end."""
+        end = self._ends.end(partition, position)
+        if end is None:
+            self._ends.close()
+            self._ends = EndProbe(self._config)  # as `_renew_reader`
+            return f"the end of {self._kmq.markers_topic}[{partition}] could not be fetched (its leader did not answer)"
+        if end > position:
+            return f"{self._kmq.markers_topic}[{partition}] holds markers up to {end}, read up to {position}"
+        return None
+
     def redeliver(self, partition: int, offsets: Sequence[int]) -> Redelivered:
         self._raise_if_fatal()
         self._learn(partition)
         outcome = Redelivered()
         read = self._reader.read(partition, offsets)
+        if read.unread and not read.found:
+            self._renew_reader()
         outcome.missing.extend(read.missing)
         outcome.no_record.extend(read.no_record)
         outcome.failed.extend(read.unread)
@@ -90,6 +108,14 @@ class Redeliverer:
         self._write_ends(partition, outcome.copied + outcome.dead_lettered, absent)
         self._flush_ends(outcome)
         return outcome
+
+    def _renew_reader(self) -> None:
+        """A read that reached nothing in time gets a new reader for the next pass. librdkafka can hold a
+        partition's fetching behind a request to a leader that stopped answering (a paused or frozen broker) until
+        that request times out, socket.timeout.ms and its retries: minutes in which every read of the partition
+        finds nothing, although the cluster answers again. A new consumer starts from fresh metadata."""
+        self._reader.close()
+        self._reader = QueueReader(self._config)
 
     def _flush_ends(self, outcome: Redelivered) -> None:
         """Wait for this pass's ENDs: once a pass returns, nothing of its partition is left queued in the producer,
@@ -145,6 +171,7 @@ class Redeliverer:
                 _log.error("%d END markers were not acknowledged before shutdown", remaining)
         finally:
             self._reader.close()
+            self._ends.close()
 
     def _write_copies(self, partition: int, records: Sequence[QueueRecord], outcome: Redelivered) -> None:
         # Each record goes either to Q (a copy) or to D (a dead letter); then wait until every one is acknowledged.

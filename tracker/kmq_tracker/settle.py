@@ -16,6 +16,18 @@ def settle(config: TrackerConfig, metrics: TrackerMetrics, finished: Finished) -
     state, outcome, done_ms = finished.job.state, finished.outcome, finished.finished_ms
     if outcome is None:
         return
+    if outcome.unconfirmed is not None:
+        retry_at = state.backoff.failed(done_ms)
+        metrics.unconfirmed_passes.inc()
+        _log.info(
+            "redelivery of %d messages of %s[%d] waits %d ms: %s (their ENDs may be there, unread)",
+            len(finished.job.offsets),
+            config.kmq.queue_topic,
+            state.partition,
+            retry_at - done_ms,
+            outcome.unconfirmed,
+        )
+        return
     written = outcome.copied + outcome.dead_lettered
     state.done_all(written)  # offsets the queue held: sane, often contiguous
     for offset in outcome.missing + outcome.no_record + outcome.unwritable:  # anything a garbage START named: 1 by 1

@@ -37,6 +37,9 @@ class Pass:
         int | None
     ]  # of each offset, as the pass began (its ENDs may be read back before it is settled)
     started_ms: int  # wall clock
+    # The markers read position when some deadline lay past every marker read: the partition's end is then
+    # confirmed afresh before anything is copied (PartitionState.end_to_confirm). None: no need.
+    confirm_end: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +93,8 @@ class RedeliveryPool:
     def submit(self, state: PartitionState, offsets: Sequence[int]) -> None:
         if state.partition in self.running:
             raise RuntimeError(f"partition {state.partition} already has a redelivery pass running")
-        job = Pass(state, offsets, state.deadlines_of(offsets), now_ms())
+        deadlines = state.deadlines_of(offsets)
+        job = Pass(state, offsets, deadlines, now_ms(), state.end_to_confirm(deadlines))
         worker = self._free_worker(state.partition)
         self.running[state.partition] = job
         self._serving[state.partition] = worker
@@ -174,7 +178,14 @@ class _Worker:
             _log.exception("warming up a redelivery worker failed")
         while (job := self.jobs.get()) is not None:
             try:
-                outcome = self.redeliverer.redeliver(job.state.partition, job.offsets)
+                outcome = self._waiting(job) or self.redeliverer.redeliver(job.state.partition, job.offsets)
                 self._results.put(Finished(job, outcome, None, now_ms()))
             except BaseException as e:  # noqa: BLE001  # handed to the loop thread, which raises it
                 self._results.put(Finished(job, None, e, now_ms()))
+
+    def _waiting(self, job: Pass) -> Redelivered | None:
+        """A pass whose end must be confirmed (`Pass.confirm_end`) and was not: it copies nothing."""
+        if job.confirm_end is None:
+            return None
+        why = self.redeliverer.unconfirmed(job.state.partition, job.confirm_end)
+        return None if why is None else Redelivered(unconfirmed=why)

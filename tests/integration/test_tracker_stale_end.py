@@ -1,0 +1,82 @@
+"""The tracker's lag guard on a real broker: a pass that only the markers partition's cached end vouches for asks the
+end afresh, and copies nothing while markers lie past what was read (an END there, unread, may settle it)."""
+
+from __future__ import annotations
+
+from confluent_kafka import Producer
+
+from kmq.kafka import producer_settings
+from kmq.markers import EndMarker, MarkerKey, StartMarker
+from kmq.producer import KmqProducer, OutgoingMessage
+from kmq_tracker.config import TrackerConfig
+from kmq_tracker.metrics import TrackerMetrics
+from kmq_tracker.pacing import Backoff
+from kmq_tracker.partition import PartitionState
+from kmq_tracker.redeliverer import Redeliverer
+from kmq_tracker.settle import settle
+from kmq_tracker.workers import RedeliveryPool
+from tests.conftest import MakeConfig
+from tests.helpers import read_topic, wait_for
+
+
+def test_a_pass_due_only_by_a_stale_end_waits_for_the_markers_past_it(make_config: MakeConfig) -> None:
+    # given a queue message, its START (timeout 1 ms) and then its END on the markers topic
+    config = make_config(partitions=1)
+    with KmqProducer(config) as producer:
+        producer.send_batch([OutgoingMessage(b"m0", partition=0)])
+    markers = Producer(producer_settings(config))
+    key = MarkerKey(0, 0).encode()
+    for value in (StartMarker(1).encode(), EndMarker().encode()):
+        markers.produce(config.markers_topic, value, key, partition=0)
+    assert markers.flush(30) == 0
+    # and a tracker's state that read the START only, and whose consumer's cached end says it is at the end (as it
+    # stays while the leader does not answer)
+    tracker = TrackerConfig(kmq=config, http_enabled=False, read_timeout_ms=10_000)
+    state = PartitionState(config.markers_topic, 0, Backoff(tracker.retry_backoff_ms, tracker.retry_backoff_max_ms))
+    state.reached_end(0)
+    state.apply(0, 1_000, key, StartMarker(1).encode())
+    state.observe_position(high_watermark=1)
+    assert state.due(2**40, 10) == [0]
+    metrics = TrackerMetrics()
+    pool = RedeliveryPool(tracker, 1)
+    try:
+        # when a pass is run for it
+        pool.submit(state, [0])
+        finished = pool.wait_for([0])
+        # then it copies nothing: a fresh fetch finds the END's offset past the position read
+        assert [f.outcome.unconfirmed for f in finished if f.outcome] == [
+            f"{config.markers_topic}[0] holds markers up to 2, read up to 1"
+        ]
+        for done in finished:
+            settle(tracker, metrics, done)
+        assert metrics.registry.get_sample_value("kmq_redelivery_passes_unconfirmed_total") == 1
+        assert len(state.pending) == 1 and not state.backoff.ready(state.backoff.retry_at_ms - 1)
+        assert [r.value for r in read_topic(config, config.queue_topic, 1)] == [b"m0"]
+        # and once the END is read, the message is settled and nothing is due
+        state.apply(1, 1_001, key, EndMarker().encode())
+        assert len(state.pending) == 0
+    finally:
+        pool.close()
+
+
+def test_a_pass_whose_end_is_confirmed_copies(make_config: MakeConfig) -> None:
+    # given a START read to the end of its markers partition, its deadline past every marker read
+    config = make_config(partitions=1)
+    with KmqProducer(config) as producer:
+        producer.send_batch([OutgoingMessage(b"m0", partition=0)])
+    markers = Producer(producer_settings(config))
+    key = MarkerKey(0, 0).encode()
+    markers.produce(config.markers_topic, StartMarker(1).encode(), key, partition=0)
+    assert markers.flush(30) == 0
+    tracker = TrackerConfig(kmq=config, http_enabled=False, read_timeout_ms=10_000)
+    redeliverer = Redeliverer(tracker)
+    try:
+        # when the end is asked afresh at the position read, then it is confirmed, and below it, it is not
+        assert redeliverer.unconfirmed(0, 1) is None
+        assert redeliverer.unconfirmed(0, 0) == f"{config.markers_topic}[0] holds markers up to 1, read up to 0"
+        # and the pass then copies the message
+        outcome = redeliverer.redeliver(0, [0])
+        assert outcome.copied == [0]
+        wait_for(lambda: len(read_topic(config, config.queue_topic, 1)) == 2, 30, what="the copy in the queue")
+    finally:
+        redeliverer.close()
