@@ -44,17 +44,16 @@ def test_a_pass_due_only_by_a_stale_end_waits_for_the_markers_past_it(make_confi
         pool.submit(state, [0])
         finished = pool.wait_for([0])
         # then it copies nothing: a fresh fetch finds the END's offset past the position read
-        assert [f.outcome.unconfirmed for f in finished if f.outcome] == [
-            f"{config.markers_topic}[0] holds markers up to 2, read up to 1"
-        ]
+        probes = [f.outcome.unconfirmed for f in finished if f.outcome]
+        assert [(p.position, p.end, p.waiting) for p in probes if p] == [(1, 2, 1)]
         for done in finished:
             settle(tracker, metrics, done)
         assert metrics.registry.get_sample_value("kmq_redelivery_passes_unconfirmed_total") == 1
-        assert len(state.pending) == 1 and not state.backoff.ready(state.backoff.retry_at_ms - 1)
+        assert len(state.pending) == 1 and state.due(2**40, 10) == []  # until the markers up to 2 are read
         assert [r.value for r in read_topic(config, config.queue_topic, 1)] == [b"m0"]
         # and once the END is read, the message is settled and nothing is due
         state.apply(1, 1_001, key, EndMarker().encode())
-        assert len(state.pending) == 0
+        assert len(state.pending) == 0 and state.awaited is None
     finally:
         pool.close()
 
@@ -71,9 +70,9 @@ def test_a_pass_whose_end_is_confirmed_copies(make_config: MakeConfig) -> None:
     tracker = TrackerConfig(kmq=config, http_enabled=False, read_timeout_ms=10_000)
     redeliverer = Redeliverer(tracker)
     try:
-        # when the end is asked afresh at the position read, then it is confirmed, and below it, it is not
-        assert redeliverer.unconfirmed(0, 1) is None
-        assert redeliverer.unconfirmed(0, 0) == f"{config.markers_topic}[0] holds markers up to 1, read up to 0"
+        # when the end is asked afresh, then a fetch sent now finds it
+        assert redeliverer.markers_end(0, 1) == 1
+        assert redeliverer.markers_end(0, 0) == 1
         # and the pass then copies the message
         outcome = redeliverer.redeliver(0, [0])
         assert outcome.copied == [0]

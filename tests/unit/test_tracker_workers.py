@@ -10,10 +10,13 @@ from typing import cast
 import pytest
 
 from kmq.config import KmqConfig
+from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq_tracker.config import TrackerConfig
 from kmq_tracker.ingest import MarkersIngest, now_ms
 from kmq_tracker.loop import Loop
 from kmq_tracker.metrics import TrackerMetrics
+from kmq_tracker.pacing import Backoff
+from kmq_tracker.partition import PartitionState
 from kmq_tracker.redeliverer import Redelivered, Redeliverer
 from kmq_tracker.workers import RedeliveryPool
 from tests.helpers import wait_for
@@ -118,3 +121,71 @@ def test_a_worker_that_cannot_start_stops_those_already_started() -> None:
     with pytest.raises(ValueError, match="bad setting"):
         pool.start()
     assert set(threading.enumerate()) <= before  # the first worker's thread was stopped
+
+
+class ProbedRedeliverer:
+    """Copies everything; a probe of the markers partition's end finds `end` (None: no answer)."""
+
+    def __init__(self, end: int | None) -> None:
+        self.end = end
+        self.calls: list[list[int]] = []
+        self.probes: list[int] = []
+
+    def markers_end(self, partition: int, near: int) -> int | None:
+        self.probes.append(near)
+        return self.end
+
+    def redeliver(self, partition: int, offsets: Sequence[int]) -> Redelivered:
+        self.calls.append(list(offsets))
+        return Redelivered(copied=list(offsets))
+
+    def warm_up(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def stale_end_loop(end: int | None) -> tuple[Loop, PartitionState, RedeliveryPool, ProbedRedeliverer]:
+    """Offset 1 due by a marker read (stamped past its deadline), offset 2 due only by the cached end."""
+    now = now_ms()
+    state = PartitionState("q__markers", 0, Backoff(100, 1_000))
+    state.reached_end(0)
+    state.apply(0, now - 2_000, MarkerKey(0, 1).encode(), StartMarker(0).encode())
+    state.apply(1, now - 1_500, MarkerKey(0, 2).encode(), StartMarker(1_000).encode())
+    state.observe_position(high_watermark=2)
+    redeliverer = ProbedRedeliverer(end)
+    pool = RedeliveryPool(CONFIG, 1, lambda config: cast(Redeliverer, redeliverer))
+    ingest = FakeIngest({0: state})
+    return Loop(CONFIG, TrackerMetrics(), cast(MarkersIngest, ingest), pool), state, pool, redeliverer
+
+
+def test_a_pass_due_by_a_cached_end_copies_what_markers_vouch_for_until_the_end_found_is_read() -> None:
+    loop, state, pool, redeliverer = stale_end_loop(end=5)
+    try:
+        # when the loop turns while a probe finds markers up to 5, read up to 2
+        turn_until(loop, lambda: len(redeliverer.calls) == 1 and 1 not in state.pending, "the first pass")
+        # then the pass probed at the position read and copied only offset 1; offset 2 waits, with no second probe
+        assert (redeliverer.probes, redeliverer.calls, state.awaited is not None) == ([2], [[1]], True)
+        for _ in range(5):
+            loop.turn()
+        assert redeliverer.probes == [2] and 2 in state.pending
+        # and once the markers up to 5 are read (no END among them), offset 2 is due without another probe
+        for offset in (2, 3, 4):
+            state.apply(offset, 0, MarkerKey(0, 100 + offset).encode(), EndMarker().encode())
+        turn_until(loop, lambda: 2 not in state.pending, "offset 2 copied")
+        assert (redeliverer.probes, redeliverer.calls) == ([2], [[1], [2]])
+    finally:
+        loop.drain()
+        pool.close()
+
+
+def test_a_probe_without_an_answer_backs_the_partition_off() -> None:
+    loop, state, pool, redeliverer = stale_end_loop(end=None)
+    try:
+        turn_until(loop, lambda: len(redeliverer.probes) == 1 and not pool.running, "the first pass")
+        assert redeliverer.calls == [[1]] and 2 in state.pending
+        assert state.backoff.failures == 1 and state.awaited is None
+    finally:
+        loop.drain()
+        pool.close()

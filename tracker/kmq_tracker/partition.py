@@ -49,7 +49,8 @@ class PartitionState:
     at the end (`at_end`) is judged by the high watermark the consumer cached from its last fetch response, which
     stays as it was while the partition's leader does not answer (cut off, paused): it only makes a START a
     candidate. A pass whose deadlines no marker read vouches for (`end_to_confirm`) first asks the end afresh, and
-    waits if markers lie past the position read (kmq_tracker.workers).
+    copies only what markers vouch for if the end lies past the position read (kmq_tracker.workers); once reading
+    gets to that end, the probe's send time is read through (`await_end`).
     With read_committed (transactional mode) reading stops at the last stable offset: a transaction a crashed client
     left open holds the partition's redeliveries back until the broker aborts it (transaction.timeout.ms).
     """
@@ -66,6 +67,9 @@ class PartitionState:
         self.undecodable = 0
         self.read_through_ms = 0  # every marker stamped up to this time has been read
         self.at_end = False  # the read position was at the partition's end at the last poll
+        # (end, broker time the fetch was sent) of a probe that found markers past the position: once read to that
+        # end, everything written before the fetch was sent is read (`await_end`)
+        self.awaited: tuple[int, int] | None = None
         self.notes = Settlements()  # the facade's settle notes read here (the settle-once rule, kmq.receipt_notes)
         self.lost_settles = 0  # offsets of facade settles that lost to an earlier one: ignored
         # Pending STARTs settled by an END read once caught up (the ENDs read while catching up after an assignment
@@ -143,13 +147,27 @@ class PartitionState:
         self.position = max(end_offset, self.position or 0)
         self.caught_up = True
         self.at_end = True
+        self._check_awaited(self.position)
 
     def due(self, now_ms: int, limit: int) -> list[int]:
         """Queue offsets due for redelivery (by deadline), none before the partition has caught up, and none whose
-        deadline lies past what has been read (the lag guard)."""
+        deadline lies past what has been read (the lag guard), unless the cached end says reading is at the end:
+        those a pass confirms first (`end_to_confirm`)."""
         if not self.caught_up or not self.backoff.ready(now_ms):
             return []
-        return self.pending.due(now_ms if self.at_end else min(now_ms, self.read_through_ms), limit)
+        return self.pending.due(now_ms if self._at_end() else min(now_ms, self.read_through_ms), limit)
+
+    def _at_end(self) -> bool:
+        """At the end by the cached high watermark, unless a probe found markers past the position, still unread."""
+        return self.at_end and self.awaited is None
+
+    def await_end(self, end: int, sent_ms: int) -> None:
+        """A fetch sent at broker time `sent_ms` found the partition's end at `end`: every marker written before
+        then lies below it, so once read up to it, the partition is read through `sent_ms`."""
+        if self.position is not None and self.position >= end:
+            self.read_through_ms = max(self.read_through_ms, sent_ms)
+        elif self.awaited is None or self.awaited[0] <= end:
+            self.awaited = (end, sent_ms)
 
     def end_to_confirm(self, deadlines: Sequence[int | None]) -> int | None:
         """For a pass over offsets with `deadlines`: the read position, when some deadline lies past every marker
@@ -164,7 +182,7 @@ class PartitionState:
         if not self.caught_up:
             return None
         deadline = self.pending.next_deadline_ms()
-        if deadline is None or (deadline > self.read_through_ms and not self.at_end):
+        if deadline is None or (deadline > self.read_through_ms and not self._at_end()):
             return None  # lagging: the next records read (the caller's poll returns at the first) move it on
         return max(deadline, self.backoff.retry_at_ms)
 
@@ -245,6 +263,13 @@ class PartitionState:
         self.position = position
         if not self.caught_up:
             self._check_caught_up()
+        if self.awaited is not None:
+            self._check_awaited(position)
+
+    def _check_awaited(self, position: int) -> None:
+        if self.awaited is not None and position >= self.awaited[0]:
+            self.read_through_ms = max(self.read_through_ms, self.awaited[1])
+            self.awaited = None
 
     def _check_caught_up(self) -> None:
         target, position = self.catch_up_target, self.position

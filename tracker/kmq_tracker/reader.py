@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Message as KafkaMessage
 
+from kmq.config import KafkaValue
 from kmq.headers import Headers, from_kafka
 from kmq.kafka import consumer_settings, fetch
 from kmq_tracker.config import TrackerConfig
@@ -19,6 +20,13 @@ _log = logging.getLogger(__name__)
 # Offsets further apart than this are read as separate runs (a seek) rather than by reading through the gap.
 MAX_GAP = 500
 _BATCH = 500
+_PROBE: dict[str, KafkaValue] = {
+    "client.rack": "",
+    "queued.min.messages": 1,
+    "fetch.max.bytes": 1024,
+    "max.partition.fetch.bytes": 1024,
+    "message.max.bytes": 1000,
+}
 # Each read re-assigns the partition, and librdkafka sends the next fetch only once the one in flight returns: a fetch
 # parked at the partition's end waits out fetch.wait.max.ms (500 ms by default on Apache Kafka). Measured on Kafka
 # 4.4: three offsets read in ~1 s with the default, ~25 ms with this. Pinned over the user's consumer settings.
@@ -174,7 +182,8 @@ def fetch_end(consumer: Consumer, partition: TopicPartition, near: int, deadline
                 if error is None or error.code() == KafkaError._PARTITION_EOF:
                     # updated from the response that brought the message: a fresh assignment drops what came before
                     return int(consumer.get_watermark_offsets(partition, cached=True)[1])
-                return None
+                if (message.topic(), message.partition()) == (partition.topic, partition.partition):
+                    return None
     except KafkaException:
         return None
     return None
@@ -194,13 +203,17 @@ class EndProbe:
             isolation_level=config.isolation_level,
             auto_offset_reset="earliest",
         )
-        self._consumer = Consumer({**settings, **READER_FETCH})
+        # From the leader (a follower's high watermark lags it), and no more than a few records buffered.
+        self._consumer = Consumer({**settings, **READER_FETCH, **_PROBE})
 
     def end(self, partition: int, near: int) -> int | None:
         """The end of markers partition `partition` as a fetch sent now finds it (`near`: an offset close to it);
         None when its leader did not answer within the read timeout."""
         deadline = time.monotonic() + self._timeout_s
-        return fetch_end(self._consumer, TopicPartition(self._topic, partition), near, deadline)
+        try:
+            return fetch_end(self._consumer, TopicPartition(self._topic, partition), near, deadline)
+        finally:
+            self._consumer.unassign()  # no fetching between probes
 
     def close(self) -> None:
         self._consumer.close()

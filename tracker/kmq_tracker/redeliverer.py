@@ -32,6 +32,17 @@ _END = EndMarker().encode()
 _MAX_BATCH_SPAN = 2**31 - 1  # a batch marker gives each run's start as an int32 gap from the previous run's end
 
 
+@dataclass(frozen=True, slots=True)
+class EndProbed:
+    """A pass's fresh look at its markers partition's end that did not confirm it was read (the lag guard,
+    kmq_tracker.partition): the end lies past `position`, or no answer came (`end` None)."""
+
+    position: int
+    end: int | None
+    sent_ms: int  # broker time the fetch was sent: everything written before then lies below `end`
+    waiting: int  # offsets the pass left pending for it
+
+
 @dataclass(slots=True)
 class Redelivered:
     """The outcome of one pass over a partition's due offsets."""
@@ -46,9 +57,9 @@ class Redelivered:
     unwritable: list[int] = field(default_factory=list)  # undeliverable, and refused by the dead-letter topic too
     end_failures: list[str] = field(default_factory=list)  # ENDs not written: those keys may be redelivered again
     copied_at_ms: int = 0  # wall clock when the copies and dead letters were acknowledged (0: none written)
-    # Why the pass wrote nothing and waits, when the markers partition's end could not be confirmed as read (the lag
-    # guard): every offset stays pending, for a later pass.
-    unconfirmed: str | None = None
+    # Set when the pass's markers partition could not be confirmed as read to its end: only the offsets a marker
+    # read vouched for were redelivered, the others stay pending.
+    unconfirmed: EndProbed | None = None
 
     @property
     def settled(self) -> list[int]:
@@ -57,7 +68,8 @@ class Redelivered:
 
 
 class Redeliverer:
-    """The Kafka side of redelivery: a queue reader and one idempotent producer for copies, dead letters and ENDs."""
+    """The Kafka side of redelivery: a queue reader, a probe of the markers partitions' ends, and one idempotent
+    producer for copies, dead letters and ENDs."""
 
     def __init__(self, config: TrackerConfig) -> None:
         self._config = config
@@ -72,17 +84,15 @@ class Redeliverer:
         self._fatal: KafkaError | None = None
         self._known: set[int] = set()  # queue partitions the reader's and the producer's metadata know
 
-    def unconfirmed(self, partition: int, position: int) -> str | None:
-        """Why markers partition `partition` cannot be taken as read to its end by a reader at `position` (markers
-        lie past it, or its leader did not answer), judged by a fetch sent now; None when it is read to the end."""
-        end = self._ends.end(partition, position)
+    def markers_end(self, partition: int, near: int) -> int | None:
+        """The end of markers partition `partition` as a fetch sent now finds it (`near`: an offset close to it);
+        None when no answer came in time (the probe is then replaced, as `_renew_reader` says why)."""
+        end = self._ends.end(partition, near)
         if end is None:
+            fresh = EndProbe(self._config)
             self._ends.close()
-            self._ends = EndProbe(self._config)  # as `_renew_reader`
-            return f"the end of {self._kmq.markers_topic}[{partition}] could not be fetched (its leader did not answer)"
-        if end > position:
-            return f"{self._kmq.markers_topic}[{partition}] holds markers up to {end}, read up to {position}"
-        return None
+            self._ends = fresh
+        return end
 
     def redeliver(self, partition: int, offsets: Sequence[int]) -> Redelivered:
         self._raise_if_fatal()
@@ -114,8 +124,9 @@ class Redeliverer:
         partition's fetching behind a request to a leader that stopped answering (a paused or frozen broker) until
         that request times out, socket.timeout.ms and its retries: minutes in which every read of the partition
         finds nothing, although the cluster answers again. A new consumer starts from fresh metadata."""
+        fresh = QueueReader(self._config)
         self._reader.close()
-        self._reader = QueueReader(self._config)
+        self._reader = fresh
 
     def _flush_ends(self, outcome: Redelivered) -> None:
         """Wait for this pass's ENDs: once a pass returns, nothing of its partition is left queued in the producer,
@@ -164,14 +175,16 @@ class Redeliverer:
         return failures
 
     def close(self) -> None:
-        """Flush what is still queued (ENDs), then close the queue reader."""
+        """Flush what is still queued (ENDs), then close the queue reader and the end probe."""
         try:
             remaining = self._producer.flush(self._write_timeout_s)
             if remaining:
                 _log.error("%d END markers were not acknowledged before shutdown", remaining)
         finally:
-            self._reader.close()
-            self._ends.close()
+            try:
+                self._reader.close()
+            finally:
+                self._ends.close()
 
     def _write_copies(self, partition: int, records: Sequence[QueueRecord], outcome: Redelivered) -> None:
         # Each record goes either to Q (a copy) or to D (a dead letter); then wait until every one is acknowledged.

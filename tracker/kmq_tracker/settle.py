@@ -6,6 +6,7 @@ import logging
 
 from kmq_tracker.config import TrackerConfig
 from kmq_tracker.metrics import TrackerMetrics
+from kmq_tracker.redeliverer import EndProbed
 from kmq_tracker.workers import Finished
 
 _log = logging.getLogger(__name__)
@@ -15,18 +16,6 @@ def settle(config: TrackerConfig, metrics: TrackerMetrics, finished: Finished) -
     """Apply a finished pass to its partition's state, on the loop thread."""
     state, outcome, done_ms = finished.job.state, finished.outcome, finished.finished_ms
     if outcome is None:
-        return
-    if outcome.unconfirmed is not None:
-        retry_at = state.backoff.failed(done_ms)
-        metrics.unconfirmed_passes.inc()
-        _log.info(
-            "redelivery of %d messages of %s[%d] waits %d ms: %s (their ENDs may be there, unread)",
-            len(finished.job.offsets),
-            config.kmq.queue_topic,
-            state.partition,
-            retry_at - done_ms,
-            outcome.unconfirmed,
-        )
         return
     written = outcome.copied + outcome.dead_lettered
     state.done_all(written)  # offsets the queue held: sane, often contiguous
@@ -65,3 +54,24 @@ def settle(config: TrackerConfig, metrics: TrackerMetrics, finished: Finished) -
         )
     else:
         state.backoff.succeeded()
+    if outcome.unconfirmed is not None:
+        _unconfirmed(config, metrics, finished, outcome.unconfirmed)
+
+
+def _unconfirmed(config: TrackerConfig, metrics: TrackerMetrics, finished: Finished, probe: EndProbed) -> None:
+    """Offsets only the partition's cached end had vouched for wait: until reading reaches the end the probe found
+    (its send time is then read through), or, when it got no answer, for a backoff."""
+    state, topic = finished.job.state, config.kmq.markers_topic
+    metrics.unconfirmed_passes.inc()
+    if probe.end is not None:
+        state.await_end(probe.end, probe.sent_ms)
+        _log.debug(
+            "%d due messages of %s[%d] wait for the markers up to %d (read up to %d): their ENDs may be there",
+            probe.waiting, config.kmq.queue_topic, state.partition, probe.end, probe.position,
+        )  # fmt: skip
+        return
+    retry_at = state.backoff.failed(finished.finished_ms)
+    _log.info(
+        "%d due messages of %s[%d] wait %d ms: the end of %s[%d] could not be fetched (their ENDs may be there)",
+        probe.waiting, config.kmq.queue_topic, state.partition, retry_at - finished.finished_ms, topic, state.partition,
+    )  # fmt: skip

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from kmq_tracker.config import TrackerConfig
 from kmq_tracker.ingest import now_ms
 from kmq_tracker.partition import PartitionState
-from kmq_tracker.redeliverer import Redelivered, Redeliverer
+from kmq_tracker.redeliverer import EndProbed, Redelivered, Redeliverer
 
 _log = logging.getLogger(__name__)
 RedelivererFactory = Callable[[TrackerConfig], Redeliverer]
@@ -38,8 +38,9 @@ class Pass:
     ]  # of each offset, as the pass began (its ENDs may be read back before it is settled)
     started_ms: int  # wall clock
     # The markers read position when some deadline lay past every marker read: the partition's end is then
-    # confirmed afresh before anything is copied (PartitionState.end_to_confirm). None: no need.
+    # confirmed afresh before those are copied (PartitionState.end_to_confirm). None: no need.
     confirm_end: int | None = None
+    vouched_ms: int = 0  # the partition was read through this time (broker clock) when the pass began
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +95,7 @@ class RedeliveryPool:
         if state.partition in self.running:
             raise RuntimeError(f"partition {state.partition} already has a redelivery pass running")
         deadlines = state.deadlines_of(offsets)
-        job = Pass(state, offsets, deadlines, now_ms(), state.end_to_confirm(deadlines))
+        job = Pass(state, offsets, deadlines, now_ms(), state.end_to_confirm(deadlines), state.read_through_ms)
         worker = self._free_worker(state.partition)
         self.running[state.partition] = job
         self._serving[state.partition] = worker
@@ -112,7 +113,8 @@ class RedeliveryPool:
 
     def wait_for(self, partitions: Collection[int]) -> list[Finished]:
         """Wait until none of `partitions` has a pass running; returns every pass finished meanwhile. A pass ends
-        on its own within the read and write timeouts, so this wait is bounded."""
+        on its own within the read timeout (twice: a probe of the markers partition's end, then the reads) and the
+        write timeout, so this wait is bounded."""
         done = self.completed()
         while any(p in self.running for p in partitions):
             try:
@@ -178,14 +180,22 @@ class _Worker:
             _log.exception("warming up a redelivery worker failed")
         while (job := self.jobs.get()) is not None:
             try:
-                outcome = self._waiting(job) or self.redeliverer.redeliver(job.state.partition, job.offsets)
+                outcome = self._redeliver(job)
                 self._results.put(Finished(job, outcome, None, now_ms()))
             except BaseException as e:  # noqa: BLE001  # handed to the loop thread, which raises it
                 self._results.put(Finished(job, None, e, now_ms()))
 
-    def _waiting(self, job: Pass) -> Redelivered | None:
-        """A pass whose end must be confirmed (`Pass.confirm_end`) and was not: it copies nothing."""
-        if job.confirm_end is None:
-            return None
-        why = self.redeliverer.unconfirmed(job.state.partition, job.confirm_end)
-        return None if why is None else Redelivered(unconfirmed=why)
+    def _redeliver(self, job: Pass) -> Redelivered:
+        """Run a pass; one whose end must be confirmed (`Pass.confirm_end`) and is not copies only the offsets a
+        marker read vouches for, and says so (`Redelivered.unconfirmed`)."""
+        partition, position = job.state.partition, job.confirm_end
+        if position is None:
+            return self.redeliverer.redeliver(partition, job.offsets)
+        sent_ms = now_ms()
+        end = self.redeliverer.markers_end(partition, position)
+        if end is not None and end <= position:
+            return self.redeliverer.redeliver(partition, job.offsets)
+        vouched = [o for o, d in zip(job.offsets, job.deadlines, strict=True) if d is not None and d <= job.vouched_ms]
+        outcome = self.redeliverer.redeliver(partition, vouched) if vouched else Redelivered()
+        outcome.unconfirmed = EndProbed(position, end, sent_ms, len(job.offsets) - len(vouched))
+        return outcome
