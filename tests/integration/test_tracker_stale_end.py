@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from confluent_kafka import Producer
 
+from kmq.config import KmqConfig
 from kmq.kafka import producer_settings
 from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq.producer import KmqProducer, OutgoingMessage
@@ -19,16 +20,23 @@ from tests.conftest import MakeConfig
 from tests.helpers import read_topic, wait_for
 
 
-def test_a_pass_due_only_by_a_stale_end_waits_for_the_markers_past_it(make_config: MakeConfig) -> None:
-    # given a queue message, its START (timeout 1 ms) and then its END on the markers topic
+def one_message(make_config: MakeConfig, *markers: bytes) -> tuple[KmqConfig, bytes]:
+    """A one-partition queue holding one message, `markers` for it on the markers topic; the config and the
+    markers' key."""
     config = make_config(partitions=1)
     with KmqProducer(config) as producer:
         producer.send_batch([OutgoingMessage(b"m0", partition=0)])
-    markers = Producer(producer_settings(config))
+    producer_ = Producer(producer_settings(config))
     key = MarkerKey(0, 0).encode()
-    for value in (StartMarker(1).encode(), EndMarker().encode()):
-        markers.produce(config.markers_topic, value, key, partition=0)
-    assert markers.flush(30) == 0
+    for value in markers:
+        producer_.produce(config.markers_topic, value, key, partition=0)
+    assert producer_.flush(30) == 0
+    return config, key
+
+
+def test_a_pass_due_only_by_a_stale_end_waits_for_the_markers_past_it(make_config: MakeConfig) -> None:
+    # given a queue message, its START (timeout 1 ms) and then its END on the markers topic
+    config, key = one_message(make_config, StartMarker(1).encode(), EndMarker().encode())
     # and a tracker's state that read the START only, and whose consumer's cached end says it is at the end (as it
     # stays while the leader does not answer)
     tracker = TrackerConfig(kmq=config, http_enabled=False, read_timeout_ms=10_000)
@@ -60,13 +68,7 @@ def test_a_pass_due_only_by_a_stale_end_waits_for_the_markers_past_it(make_confi
 
 def test_a_pass_whose_end_is_confirmed_copies(make_config: MakeConfig) -> None:
     # given a START read to the end of its markers partition, its deadline past every marker read
-    config = make_config(partitions=1)
-    with KmqProducer(config) as producer:
-        producer.send_batch([OutgoingMessage(b"m0", partition=0)])
-    markers = Producer(producer_settings(config))
-    key = MarkerKey(0, 0).encode()
-    markers.produce(config.markers_topic, StartMarker(1).encode(), key, partition=0)
-    assert markers.flush(30) == 0
+    config, _ = one_message(make_config, StartMarker(1).encode())
     tracker = TrackerConfig(kmq=config, http_enabled=False, read_timeout_ms=10_000)
     redeliverer = Redeliverer(tracker)
     try:
