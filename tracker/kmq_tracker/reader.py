@@ -22,7 +22,6 @@ MAX_GAP = 500
 _BATCH = 500
 _PROBE: dict[str, KafkaValue] = {
     "client.rack": "",
-    "queued.min.messages": 1,
     "fetch.max.bytes": 1024,
     "max.partition.fetch.bytes": 1024,
     "message.max.bytes": 1000,
@@ -214,6 +213,10 @@ class EndProbe:
             return fetch_end(self._consumer, TopicPartition(self._topic, partition), near, deadline)
         finally:
             self._consumer.unassign()  # no fetching between probes
+
+    def warm_up(self) -> None:
+        """Connect, and learn the markers partitions' leaders (raises KafkaException when no broker answers)."""
+        self._consumer.list_topics(self._topic, timeout=self._timeout_s)
 
     def close(self) -> None:
         self._consumer.close()

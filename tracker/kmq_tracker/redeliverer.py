@@ -10,7 +10,7 @@ not settled is left pending: the caller retries it after a backoff.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -92,6 +92,7 @@ class Redeliverer:
             fresh = EndProbe(self._config)
             self._ends.close()
             self._ends = fresh
+            _warm(fresh.warm_up)
         return end
 
     def redeliver(self, partition: int, offsets: Sequence[int]) -> Redelivered:
@@ -127,6 +128,7 @@ class Redeliverer:
         fresh = QueueReader(self._config)
         self._reader.close()
         self._reader = fresh
+        _warm(fresh.warm_up)
 
     def _flush_ends(self, outcome: Redelivered) -> None:
         """Wait for this pass's ENDs: once a pass returns, nothing of its partition is left queued in the producer,
@@ -158,6 +160,7 @@ class Redeliverer:
     def _refresh(self) -> None:
         timeout_s = self._config.read_timeout_ms / 1000
         known = self._reader.partitions()
+        self._ends.warm_up()
         for topic in (self._kmq.queue_topic, self._kmq.markers_topic):
             self._producer.list_topics(topic, timeout=timeout_s)
         self._known = known
@@ -281,3 +284,12 @@ class Redeliverer:
     def _on_end(self, error: KafkaError | None, message: KafkaMessage) -> None:
         if error is not None:
             self._end_failures.append(f"END to {message.topic()}[{message.partition()}]: {error.str()}")
+
+
+def _warm(warm_up: Callable[[], None]) -> None:
+    """Connect a client made anew (its first fetch would otherwise wait for that: measured, ~0.5 s); a cluster that
+    does not answer now only leaves that to the next pass."""
+    try:
+        warm_up()
+    except KafkaException as e:
+        _log.debug("warming up a redelivery client failed: %s", e)
