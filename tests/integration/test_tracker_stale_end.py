@@ -1,5 +1,6 @@
 """The tracker's lag guard on a real broker: a pass that only the markers partition's cached end vouches for asks the
-end afresh, and copies nothing while markers lie past what was read (an END there, unread, may settle it)."""
+end afresh, and does not copy what only that end vouched for while markers lie past what was read (an END there,
+unread, may settle it)."""
 
 from __future__ import annotations
 

@@ -60,8 +60,8 @@ class TrackerMetrics:
         )
         self.unconfirmed_passes = Counter(
             "kmq_redelivery_passes_unconfirmed",
-            "Redelivery passes that copied nothing and wait: due only by the markers partition's end, which a fresh "
-            "fetch found past what was read (or could not fetch)",
+            "Redelivery passes whose markers partition's end, asked afresh, lay past what was read (or did not "
+            "answer): the messages only the end had vouched for wait, the others were redelivered",
             registry=r,
         )
         self.undecodable = Counter(

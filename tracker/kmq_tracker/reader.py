@@ -20,6 +20,8 @@ _log = logging.getLogger(__name__)
 # Offsets further apart than this are read as separate runs (a seek) rather than by reading through the gap.
 MAX_GAP = 500
 _BATCH = 500
+# The markers end probe's fetches (EndProbe): from the leader (a follower's high watermark lags it), and no more than
+# a few records buffered.
 _PROBE: dict[str, KafkaValue] = {
     "client.rack": "",
     "fetch.max.bytes": 1024,
@@ -202,7 +204,6 @@ class EndProbe:
             isolation_level=config.isolation_level,
             auto_offset_reset="earliest",
         )
-        # From the leader (a follower's high watermark lags it), and no more than a few records buffered.
         self._consumer = Consumer({**settings, **READER_FETCH, **_PROBE})
 
     def end(self, partition: int, near: int) -> int | None:
