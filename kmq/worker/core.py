@@ -84,22 +84,55 @@ class WorkerCore:
             self.leases.add_all(keys, messages, now_ms, messages[0].deadline_ms)
         return messages if self.gate is None else self.gate.admit(messages, now_ms)
 
-    def admit_ordered(self, messages: list[Message], now_ms: int) -> tuple[list[Message], int, list[int]]:
+    def admit_ordered(
+        self, messages: list[Message], now_ms: int, in_order: bool = False
+    ) -> tuple[list[Message], int, list[int], bool]:
         """`admit` for the thread path under ordering, in one lock (the lanes computed before it): the messages
         that may start now, let start at once while the breaker is closed, their mark for `may_start_marked`
-        (UNMARKED when the breaker is not closed: nothing marked), and their `lease_keys`."""
+        (UNMARKED when the breaker is not closed: nothing marked), their `lease_keys`, and whether the caller runs
+        them in order.
+
+        `in_order`: the caller (a handler thread's receiving turn, quick handlers) would run the whole batch itself,
+        in offset order, holding the receiving role meanwhile. That keeps every key's order with no lane bookkeeping,
+        and is taken when no lane holds anything and the breaker is closed: nothing else runs, waits or can be
+        received meanwhile. The batch is then leased only, the gate's `in_order` set, and all of it returned, with
+        the revocation count as its mark (see `hand_over`)."""
         gate = self.gate
         assert gate is not None
         if not messages:
-            return messages, UNMARKED, []
-        lanes = gate.lanes.lanes_of(messages)
+            return messages, UNMARKED, [], False
+        in_order = in_order and gate.lanes.idle and not gate.in_order  # (a hint here: decided under the lock)
+        lanes = None if in_order else gate.lanes.lanes_of(messages)
         keys = lease_keys(messages)
         with self.lock:
             self.leases.add_all(keys, messages, now_ms, messages[0].deadline_ms)
             closed = self.breaker.state is BreakerState.CLOSED
+            if in_order and closed and gate.lanes.idle and not gate.in_order:
+                gate.in_order = True
+                return messages, gate.revocations, keys, True
             heads = gate.lanes.offer(messages, now_ms, lanes, running=closed)
             mark = gate.revocations if closed else UNMARKED
-        return heads, mark, keys if len(heads) == len(keys) else lease_keys(heads)
+        return heads, mark, keys if len(heads) == len(keys) else lease_keys(heads), False
+
+    def hand_over_locked(self, rest: list[Message], mark: int, now_ms: int) -> tuple[list[Message], int]:
+        """With `lock` held: a batch run in order (`admit_ordered`) stops before `rest` (its first may have run, or
+        be running: a handler raised on it, or the run was taken over), which enters the lanes as a batch received
+        now would, and the run ends. Those of partitions revoked since the run's `mark` are dropped, unsettled, as
+        the lanes drop what waits (`OrderGate.revoked`). Returns the messages that may start now, let start (the
+        first of `rest` among them when it was kept: its lane's head, which its thread finishes), and their mark."""
+        gate = self.gate
+        assert gate is not None
+        gate.in_order = False
+        if gate.revocations != mark:
+            revoked_at = gate.revoked_at
+            for msg in rest:
+                if revoked_at.get(msg.partition, mark) > mark:
+                    gate.drop_unrun(msg)
+            rest = [msg for msg in rest if revoked_at.get(msg.partition, mark) <= mark]
+        closed = self.breaker.state is BreakerState.CLOSED
+        heads = gate.lanes.offer(rest, now_ms, running=closed)
+        self.wake_if_room()
+        return heads, gate.revocations if closed else UNMARKED
 
     def may_start(self, msg: Message) -> bool:
         """True when the handler may run now; else the message is held (or was given up while it waited).
@@ -197,7 +230,7 @@ class WorkerCore:
         `lease_keys`, when the caller has them already."""
         keys = lease_keys(messages) if keys is None else keys
         with self.lock:
-            return self._settle_ok(messages, keys)
+            return self.settle_ok(messages, keys)
 
     def finish_ordered(
         self, messages: list[Message], keys: list[int] | None = None
@@ -211,10 +244,11 @@ class WorkerCore:
         with self.lock:
             closed = self.breaker.state is BreakerState.CLOSED
             following = gate.advance(messages, now_ms(), running=closed)
-            owned = self._settle_ok(messages, keys)
+            owned = self.settle_ok(messages, keys)
             return owned, following, gate.revocations if closed and following else UNMARKED
 
-    def _settle_ok(self, messages: list[Message], keys: list[int]) -> list[Message]:
+    def settle_ok(self, messages: list[Message], keys: list[int]) -> list[Message]:
+        """`finish_ok` with `lock` held."""
         owned = list(compress(messages, self.leases.remove_all(keys)))
         if self.breaker.state is BreakerState.CLOSED:
             self.processed += len(owned)

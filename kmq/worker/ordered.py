@@ -53,6 +53,10 @@ class OrderGate:
         # Revocations so far: written under the core's lock, read without it by handler threads (an int attribute read
         # is atomic under the GIL) to see that none came since they let a chunk start (`WorkerCore.may_start_marked`).
         self.revocations = 0
+        self.revoked_at: dict[int, int] = {}  # partition -> the revocation count its last revocation raised
+        # A handler thread runs a received batch in offset order by itself, outside the lanes (see
+        # `WorkerCore.admit_ordered`): set and cleared under the core's lock.
+        self.in_order = False
 
     def mark_started(self, messages: list[Message]) -> None:
         """Let a chunk of heads start at once (with the core's lock held). Those whose partition was revoked after
@@ -129,9 +133,9 @@ class OrderGate:
             return self.lanes.take_waits_ms(), self.lanes.keys_waiting, held, len(self.paused)
 
     def holding(self) -> bool:
-        """Any message in a lane (running, waiting or retrying)."""
+        """Any message in a lane (running, waiting or retrying), or a batch running in order."""
         with self.core.lock:
-            return bool(self.lanes.held)
+            return bool(self.lanes.held) or self.in_order
 
     def give_back(self) -> list[Message]:
         """Shutdown: every message waiting (behind its lane or for a retry), its lease dropped; the caller nacks."""
@@ -148,6 +152,7 @@ class OrderGate:
         Running handlers finish and settle as in an unordered worker. Returns the messages dropped."""
         with self.core.lock:
             self.revocations += 1  # heads let start but not yet run: dropped before they run (`drop_unrun`)
+            self.revoked_at.update(dict.fromkeys(partitions, self.revocations))  # (a batch run in order: `hand_over`)
             self.core.changes += 1  # (quick chunks then check each message)
             dropped = self.lanes.revoke(partitions)
             for msg in dropped:

@@ -268,6 +268,11 @@ class OrderedLanes:
         return given
 
     @property
+    def idle(self) -> bool:
+        """No lane holds anything: nothing runs, waits or waits for a retry."""
+        return not self._heads
+
+    @property
     def keys_waiting(self) -> int:
         """Lanes with items waiting behind their head."""
         return len(self._next)

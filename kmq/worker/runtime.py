@@ -31,7 +31,7 @@ from kmq.worker.threads import LEAD_GAP_S, HandlerThreads, Led
 _log = logging.getLogger(__name__)
 TICK_S = 0.05  # longest sleep of the loop: lease extensions and the breaker's clock are checked this often
 RECEIVE_RETRY_S = 0.5
-NOTHING: Led = ([], 0, None, None)
+NOTHING: Led = ([], 0, None, None, False)
 
 
 class Worker:
@@ -153,7 +153,7 @@ class Worker:
                 if led is None:
                     self.core.wake.wait(TICK_S)  # no room: until a handler frees some (no turn held meanwhile)
                 else:
-                    threads.submit(*led)
+                    threads.submit(*led[:4])
         finally:
             threads.stop_leading()
             self._shutdown(client, threads, tending, tender)
@@ -173,10 +173,13 @@ class Worker:
             return NOTHING
 
     def _turn(self, client: KmqClient, threads: HandlerThreads, most: int | None = None) -> Led | None:
-        """One receiving turn (with `threads.role` held): what was received and may start, as `submit` takes it;
-        None when there is no room to receive (the caller waits for `core.wake`, not holding the role)."""
+        """One receiving turn (with `threads.role` held): what was received and may start, as `submit` takes it,
+        and whether the handler thread whose turn it is runs it all in order itself; None when there is no room to
+        receive (the caller waits for `core.wake`, not holding the role)."""
         core = self.core
         core.wake.clear()
+        if most is None:  # the loop's turn: a run under way has not received for LEAD_GAP_S, it is slow or stuck
+            threads.take_over()  # (ordered, its rest enters the lanes before anything later is received)
         threads.nudge()
         if core.gate is not None:
             self._flow(client, threads)
@@ -196,9 +199,10 @@ class Worker:
             return NOTHING
         if core.gate is None:
             keys = lease_keys(batch)  # once, for the leases and for the handler threads' checks
-            return core.admit(batch, now_ms(), keys), len(batch), None, keys
-        heads, mark, keys = core.admit_ordered(batch, now_ms())
-        return heads, len(batch), mark, keys
+            return core.admit(batch, now_ms(), keys), len(batch), None, keys, most is not None
+        # (a handler thread's turn runs the batch in order itself when it can: `WorkerCore.admit_ordered`)
+        heads, mark, keys, in_order = core.admit_ordered(batch, now_ms(), in_order=most is not None)
+        return heads, len(batch), mark, keys, in_order
 
     def _flow(self, client: KmqClient, threads: HandlerThreads) -> None:
         """Ordered: start the retries that are due; pause full partitions, resume those with room again."""

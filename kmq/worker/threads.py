@@ -7,7 +7,8 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import islice
 
 from kmq.client import KmqClient
 from kmq.message import Message
@@ -43,7 +44,8 @@ QUICK_S = 0.00002
 LEAD_GAP_S = 0.02
 LEAD_WAIT_S = 0.05  # longest wait for room of a handler thread that takes turns (then it looks at its queue again)
 Chunk = tuple[list[Message], list[int] | None, int | None]  # messages, their lease keys (None: not known), mark
-Led = tuple[list[Message], int, int | None, list[int] | None]  # what a turn received: as `submit` takes them
+# What a turn received: as `submit` takes them, and whether the thread runs them in order itself (`_run_in_order`)
+Led = tuple[list[Message], int, int | None, list[int] | None, bool]
 
 
 class HandlerThreads:
@@ -74,7 +76,9 @@ class HandlerThreads:
         self.leading = lead is not None
         self._led_at = 0.0  # when a handler thread's turn ended
         self.batches_led = 0  # batches a handler thread received and ran (written with `role` held)
+        self.batches_in_order = 0  # of those, ordered, batches it ran in order by itself (`_run_in_order`)
         self._lead_waiting = False  # a handler thread waits for room after a turn (a hint, read unlocked)
+        self._current: _Run | None = None  # a batch its receiving thread runs itself (`_run_batch`)
         self._on_death = on_death  # a thread died on an unexpected error (not the handler's: those are outcomes)
         # Chunks, each with its lease keys when known and its mark when it was let start already (ordered:
         # `WorkerCore.may_start_marked`)
@@ -115,14 +119,19 @@ class HandlerThreads:
         self._put(self._chunks(messages, received, mark, keys))
 
     def _chunks(self, messages: list[Message], received: int, mark: int | None, keys: list[int] | None) -> list[Chunk]:
-        size = max(1, min(MAX_CHUNK, max(len(messages), received) // (4 * self._concurrency)))
-        cost_s = self._cost_per_message_s
-        if cost_s * size < CHUNK_S:  # quick handlers: larger chunks, as long as one takes under CHUNK_S
-            size = max(size, min(MAX_QUICK_CHUNK, int(CHUNK_S / cost_s)))
+        size = self._chunk_size(max(len(messages), received))
         return [
             (messages[start : start + size], None if keys is None else keys[start : start + size], mark)
             for start in range(0, len(messages), size)
         ]
+
+    def _chunk_size(self, received: int) -> int:
+        """Messages per chunk for a batch of `received`."""
+        size = max(1, min(MAX_CHUNK, received // (4 * self._concurrency)))
+        cost_s = self._cost_per_message_s
+        if cost_s * size < CHUNK_S:  # quick handlers: larger chunks, as long as one takes under CHUNK_S
+            size = max(size, min(MAX_QUICK_CHUNK, int(CHUNK_S / cost_s)))
+        return size
 
     def _put(self, chunks: list[Chunk]) -> None:
         put = self._queue.put
@@ -154,31 +163,46 @@ class HandlerThreads:
     def _try_lead(self, index: int) -> bool:
         """Nothing queued: while handlers are quick, take a receiving turn and run what it received here. False when
         this thread may not (handlers not quick, or another takes a turn)."""
-        if not self.leading or self._cost_per_message_s >= QUICK_S or not self.role.acquire(blocking=False):
+        if (
+            not self.leading
+            or self._cost_per_message_s >= QUICK_S
+            or self._current is not None  # (another thread's run: this one parks rather than share the work)
+            or not self.role.acquire(blocking=False)
+        ):
             return False
+        run = None
         try:
             if not self.leading or self._lead is None:  # stopped meanwhile
                 return False
             led = self._lead(self)
             if led and led[0]:
                 self.batches_led += 1
+            if led and led[4]:  # registered before the role is given back: the next turn sees it (`take_over`)
+                run = self._current = _Run(led[0], led[3] or lease_keys(led[0]), led[2] or 0, index)
+                self.batches_in_order += self._core.gate is not None
         finally:
             self._led_at = time.perf_counter()
             self.role.release()
-        if led is None:  # no room: until a handler frees some, or a chunk is queued (`_put`)
+        if run is not None:
+            self._run_batch(index, run)
+        elif led is None:  # no room: until a handler frees some, or a chunk is queued (`_put`)
             self._lead_waiting = True
             if self._queue.empty():
                 self._core.wake.wait(LEAD_WAIT_S)
             self._lead_waiting = False
         elif led[0]:
-            first, *rest = self._chunks(*led)
+            first, *rest = self._chunks(*led[:4])
             self._put(rest)
             self._serve_item(index, first)
         return True
 
     def nudge(self) -> None:
-        """Wake a parked thread when chunks wait and none was taken for `STALLED_S`: the awake threads are all in
-        handlers that take long (the loop and the lease thread call this every turn and tick)."""
+        """Take over a run whose chunk took past `LEAD_GAP_S` (`take_over`), and wake a parked thread when chunks
+        wait and none was taken for `STALLED_S`: the awake threads are all in handlers that take long (the loop and
+        the lease thread call this every turn and tick)."""
+        run = self._current
+        if run is not None and time.perf_counter() - run.chunk_at > LEAD_GAP_S:
+            self.take_over()
         if self._parked and not self._queue.empty() and time.perf_counter() - self._taken_at > STALLED_S:
             self._wake(1)
 
@@ -326,6 +350,147 @@ class HandlerThreads:
         done += ran
         done_keys += ran_keys
         return True
+
+    def _run_batch(self, index: int, run: _Run) -> None:
+        """Quick handlers: the batch this thread received runs here, in quick chunks (checked once a chunk, as `_run`
+        checks one), rather than through the queue: a hand-off of its chunks, even back to this thread, costs more
+        than they take, and other threads taking some leave them all taking turns on the interpreter lock.
+
+        Ordered, it runs in offset order outside the lanes (`WorkerCore.admit_ordered`), and nothing else runs or
+        is received meanwhile, so every key keeps its order with no lane bookkeeping. It stops at the first message
+        it cannot run that way, and the rest enters the lanes: a handler raised (retried in place there, its key's
+        later messages waiting behind it), handlers got slow (the rest then runs side by side), or something changed
+        (the breaker, a lease, a revocation). Unordered, a failure is settled and the run goes on; handlers got slow,
+        the rest is queued. The shutdown gives the rest back. A run whose chunk takes past `LEAD_GAP_S` is taken over
+        (`take_over`): a handler stuck here holds up only itself."""
+        core, gate, busy = self._core, self._core.gate, self._busy
+        breaker, held, keys = core.breaker, core.leases.held, run.keys
+        size, start = self._chunk_size(len(run.messages)), 0
+        while start < len(run.messages):
+            changes = core.changes  # (before the checks: a chunk stops once it moves)
+            if self.draining:
+                self._end_run(run, give_back=True)
+                return
+            if (
+                self._cost_per_message_s >= QUICK_S
+                or (gate is not None and run.mark != gate.revocations)
+                or breaker.state is not BreakerState.CLOSED
+                or not all(map(held.__contains__, keys[start : start + size]))
+            ):
+                self.take_over(run)  # (unordered, the rest then goes through the queue's checks)
+                return
+            busy[index] = True
+            run.chunk_at = started = time.perf_counter()
+            ran, error = self._run_pulled(run.pull(size), changes)
+            self._measured(time.perf_counter() - started, max(ran, 1))
+            busy[index] = False
+            if not self._finish_chunk(run, start, ran, error):
+                return
+            start += ran + (error is not None)
+        self._end_run(run)
+
+    def _run_pulled(self, chunk: Iterator[Message], changes: int) -> tuple[int, Exception | None]:
+        """A run's chunk, each message taken from its iterator as it starts (what a `take_over` drains never runs
+        here): how many handlers returned, and the exception of the next one when it raised (else None: the core's
+        change count moved, or the chunk is done). The change count is read after each message."""
+        core, handler, ran = self._core, self._handler, 0
+        try:
+            for msg in chunk:
+                handler(msg)
+                ran += 1
+                if core.changes != changes:
+                    break
+        except Exception as e:  # noqa: BLE001  # any failure of the application's code is an outcome
+            return ran, e
+        return ran, None
+
+    def _finish_chunk(self, run: _Run, start: int, ran: int, error: Exception | None) -> bool:
+        """Settle a run's chunk (`ran` handlers returned from `start` on, then `error` from the next's); False when
+        the run is over: taken over, or, ordered, stopped by the failure (which then enters the lanes)."""
+        core, gate = self._core, self._core.gate
+        done, done_keys = run.messages[start : start + ran], run.keys[start : start + ran]
+        failed = run.messages[start + ran] if error is not None else None
+        stops = gate is not None and failed is not None
+        owned: list[Message] = []
+        with core.lock:
+            going_on = not run.taken and not stops
+            if going_on:
+                run.finished = start + ran + (failed is not None)
+                owned = core.settle_ok(done, done_keys)
+        if going_on:
+            self._acknowledge(owned)
+            if failed is not None:  # unordered: settled alone, and the run goes on
+                self._settle_failed(failed, error)
+            return True
+        if stops:
+            self.take_over(run, failed)  # (taken over meanwhile: that entered the same message as its lane's head)
+        head = run.head  # ordered, taken over: this thread's last message, its lane's head now
+        if head is not None and any(msg is head for msg in done):
+            done_keys = [key for msg, key in zip(done, done_keys, strict=True) if msg is not head]
+            done = [msg for msg in done if msg is not head]
+            owned, following, mark = core.finish_ordered([head])
+            self._acknowledge(owned)
+            self.submit(following, mark=mark)
+        if done:
+            self._acknowledge(core.finish_ok(done, done_keys))
+        if failed is not None:
+            if gate is None:
+                self._settle_failed(failed, error)
+            elif head is failed:
+                self._finish_ordered(failed, outcome_of(error, failed))  # type: ignore[arg-type]
+            # (else dropped by the take-over, its partition revoked: its START runs out, the tracker redelivers it)
+        return False
+
+    def _settle_failed(self, msg: Message, error: Exception | None) -> None:
+        """Unordered: a handler raised `error` on `msg`."""
+        assert error is not None
+        outcome = outcome_of(error, msg)
+        if self._core.finish(msg, outcome):
+            settle(self._client, msg, outcome)
+
+    def take_over(self, run: _Run | None = None, failed: Message | None = None) -> None:
+        """End a run early (`run`, default the one under way, if any): what it has not started is taken from it and
+        queued (ordered: entered in the lanes, behind its last message, which entered as its lane's running head).
+        By the receiving loop before it receives, by `nudge` once a chunk took past `LEAD_GAP_S`, and by the run's own
+        thread (`failed`: the message whose handler raised, the last it ran)."""
+        run = run or self._current
+        if run is None:
+            return
+        core, gate = self._core, self._core.gate
+        with core.lock:
+            if run.taken or run.over:
+                return
+            run.taken = True
+            rest = list(run.left)  # (atomic: each message goes to this list or to the run's next pull, never both)
+            if gate is None:
+                heads, mark = rest, None
+            else:
+                pulled = len(run.messages) - len(rest)
+                last = failed if failed is not None else run.messages[pulled - 1] if pulled > run.finished else None
+                handed = [last, *rest] if last is not None else rest
+                heads, mark = core.hand_over_locked(handed, run.mark, now_ms())
+                run.head = last if heads and heads[0] is last else None
+                if run.head is not None:
+                    heads = heads[1:]
+        if self._current is run:
+            self._current = None
+        self.submit(heads, len(heads), mark)
+
+    def _end_run(self, run: _Run, give_back: bool = False) -> None:
+        """The run is over (`give_back`: the shutdown gives back what it has not started)."""
+        core = self._core
+        with core.lock:
+            if run.taken:
+                rest = []
+            else:
+                run.over = True
+                rest = list(run.left)
+                if core.gate is not None:
+                    core.gate.in_order = False
+        if self._current is run:
+            self._current = None
+        if give_back:
+            self._give_back(rest)
 
     def _acknowledge(self, owned: list[Message]) -> None:
         """Queue the acknowledgements of messages settled OK (see the class docstring for who writes them)."""
@@ -483,3 +648,20 @@ class HandlerThreads:
         for msg in messages:
             if self._core.release(msg):
                 settle(self._client, msg, RETRY_NOW)
+
+
+class _Run:
+    """A batch a handler thread runs itself (`HandlerThreads._run_batch`). `left` hands out its messages in order,
+    to the run as each starts or all at once to a `take_over`; `finished`: how many the run settled (written under
+    the core's lock, as are `taken`, `over` and `head`)."""
+
+    def __init__(self, messages: list[Message], keys: list[int], mark: int, index: int) -> None:
+        self.messages, self.keys, self.mark, self.index = messages, keys, mark, index
+        self.left = iter(messages)
+        self.chunk_at = time.perf_counter()
+        self.finished = 0
+        self.taken = self.over = False
+        self.head: Message | None = None
+
+    def pull(self, count: int) -> Iterator[Message]:
+        return islice(self.left, count)

@@ -204,6 +204,53 @@ def test_a_slow_key_is_extended_not_redelivered_and_holds_up_no_other_key(make_c
     print(f"slow key done {slow_done - quick_done:.1f} s after the quick ones; waits summed {waited:.0f} s")
 
 
+def test_quick_handlers_run_whole_batches_in_order_and_a_retry_among_them_keeps_its_keys_order(
+    make_config: MakeConfig,
+) -> None:
+    # given 20 000 messages over 500 keys on 4 partitions, and quick handlers: the first attempt of every 7th message
+    # of every 5th key asks for a retry, the rest only record what ran
+    config = make_config(partitions=4, msg_timeout_ms=10_000)
+    keys = [f"k{i}" for i in range(500)]
+    send_keyed(config, keys, 40)
+    lock = threading.Lock()
+    started: defaultdict[str, list[int]] = defaultdict(list)
+    busy: set[str] = set()
+    overlaps: list[str] = []
+    done = Counter[str]()
+
+    def retried(key: str, seq: int) -> bool:
+        return int(key[1:]) % 5 == 0 and seq % 7 == 3
+
+    def handle(msg: Message) -> None:
+        key, seq = parse(msg)
+        with lock:
+            if key in busy:
+                overlaps.append(key)
+            busy.add(key)
+            started[key].append(seq)
+        with lock:
+            busy.discard(key)
+            if retried(key, seq) and msg.redelivery_count == 0:
+                raise Retry(delay_ms=20)
+            done[key] += 1
+
+    # (a Retry counts as a downstream failure: the breaker, which would pause the worker, is out of the way here)
+    worker = Worker(handle, config, settings=WorkerConfig(concurrency=8, ordering="key", breaker_threshold=1.0))
+    # when a key-ordered worker works through them
+    with running_tracker(config) as tracker, running(worker):
+        wait_for(lambda: sum(done.values()) == 20_000, 90, interval_s=0.2, what="every message handled")
+        redeliveries = metric(tracker, "kmq_redeliveries_total")
+    # then handler threads ran received batches in order themselves, and yet each key started its messages in
+    # offset order, never two at once, each retried message again before its key's next one
+    assert worker.threads is not None and worker.threads.batches_in_order > 0
+    assert overlaps == []
+    for key in keys:
+        expected = [seq for seq in range(40) for _ in range(2 if retried(key, seq) else 1)]
+        assert started[key] == expected, (key, started[key])
+    assert redeliveries == 0 and worker.metrics.value("kmq_worker_processed_total") == 20_000
+    print(f"batches run in order by the thread that received them: {worker.threads.batches_in_order}")
+
+
 def test_partition_ordering_runs_each_partition_in_offset_order(make_config: MakeConfig) -> None:
     # given 1 200 messages over 3 partitions
     config = make_config(partitions=3, msg_timeout_ms=10_000)

@@ -161,8 +161,8 @@ def test_heads_let_start_as_they_are_received_do_not_run_once_their_partition_is
     # given a batch received with the breaker closed: its heads let start at once, a1 waiting behind a0
     core, gate = gated()
     a0, a1, b2, c0 = keyed(0, 0, b"a"), keyed(0, 1, b"a"), keyed(0, 2, b"b"), keyed(1, 0, b"c")
-    heads, mark, keys = core.admit_ordered([a0, a1, b2, c0], NOW)
-    assert heads == [a0, b2, c0] and keys == lease_keys(heads)
+    heads, mark, keys, in_order = core.admit_ordered([a0, a1, b2, c0], NOW)
+    assert heads == [a0, b2, c0] and keys == lease_keys(heads) and not in_order
     # when partition 0 is revoked before a handler thread reaches them: only what waits behind them is dropped then
     assert gate.revoked({0}) == [a1]
     # then neither of its heads starts, both dropped unsettled (the tracker redelivers them); partition 1's does
@@ -179,7 +179,7 @@ def test_heads_received_while_the_breaker_is_open_are_not_let_start_and_a_revoca
     with core.lock:
         core.record_outcome(FAILED, NOW)
     a0 = keyed(0, 0, b"a")
-    assert core.admit_ordered([a0], NOW) == ([a0], UNMARKED, lease_keys([a0]))
+    assert core.admit_ordered([a0], NOW) == ([a0], UNMARKED, lease_keys([a0]), False)
     assert gate.revoked({0}) == [a0]
     assert not core.leases.held
 

@@ -155,7 +155,7 @@ def submit_keyed(core: WorkerCore, threads: HandlerThreads, first: int, count: i
         Message(b"v", str(offset).encode(), "jobs", 0, offset, 0, 0, now_ms() + 30_000)
         for offset in range(first, first + count)
     ]
-    heads, mark, keys = core.admit_ordered(batch, now_ms())
+    heads, mark, keys, _ = core.admit_ordered(batch, now_ms())
     threads.submit(heads, len(batch), mark, keys)
 
 

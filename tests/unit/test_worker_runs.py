@@ -1,0 +1,278 @@
+"""Quick handlers run a received batch on the handler thread whose receiving turn it was, the turn held meanwhile
+(without Kafka): ordered, in offset order outside the lanes, until a handler raises, gets slow or something changes,
+when the rest enters the lanes; unordered, in quick chunks until handlers get slow, when the rest is queued."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from typing import cast
+
+from kmq.client import KmqClient
+from kmq.message import Message
+from kmq.worker.config import WorkerConfig
+from kmq.worker.core import WorkerCore, now_ms
+from kmq.worker.leases import lease_keys
+from kmq.worker.metrics import WorkerMetrics
+from kmq.worker.ordering import Ordering
+from kmq.worker.threads import HandlerThreads, Led
+from tests.helpers import wait_for
+from tests.unit.test_worker_threads import CONCURRENCY, CONFIG, WAIT_S, Settled, submit, submit_keyed
+
+IDLE_S = 0.01  # a turn with nothing to receive waits this long, as a receive's poll timeout would
+SLOW_S = 0.05  # the work of a handler that turns slow
+
+
+class Receiver:
+    """The handler threads' receiving turn, as `Worker._turn` takes it, over batches the test hands in."""
+
+    def __init__(self, core: WorkerCore) -> None:
+        self.core = core
+        self.batches: list[list[Message]] = []
+        self.lock = threading.Lock()
+
+    def send(self, batch: list[Message]) -> None:
+        with self.lock:
+            self.batches.append(batch)
+
+    def __call__(self, threads: HandlerThreads) -> Led | None:
+        gate = self.core.gate
+        if gate is not None:
+            threads.submit(gate.retries_due(now_ms()))
+            if threads.queued():
+                return [], 0, None, None, False
+        with self.lock:
+            batch = self.batches.pop(0) if self.batches else None
+        if batch is None:
+            time.sleep(IDLE_S)  # (a receive's poll timeout: nothing arrived)
+            return [], 0, None, None, False
+        if gate is None:
+            keys = lease_keys(batch)
+            return self.core.admit(batch, now_ms(), keys), len(batch), None, keys, True
+        heads, mark, keys, in_order = self.core.admit_ordered(batch, now_ms(), in_order=True)
+        return heads, len(batch), mark, keys, in_order
+
+
+class Calls:
+    """Each call in order: (offset, thread, whether a batch ran in order then); raises once on `failing`, sleeps
+    SLOW_S on `slow`, runs `then` after `at`."""
+
+    def __init__(self, core: WorkerCore) -> None:
+        self.core = core
+        self.calls: list[tuple[int, str, bool]] = []
+        self.failing = self.slow = self.at = self.stuck = -1
+        self.then = lambda: None
+        self.lock = threading.Lock()
+        self.blocked, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, msg: Message) -> None:
+        gate = self.core.gate
+        with self.lock:
+            self.calls.append((msg.offset, threading.current_thread().name, gate is not None and gate.in_order))
+        if msg.offset == self.failing and msg.redelivery_count == 0:
+            raise RuntimeError(f"downstream hiccup on {msg.offset}")
+        if msg.offset == self.slow:
+            time.sleep(SLOW_S)  # (the handler's own work, which turned slow)
+        if msg.offset == self.stuck:
+            self.blocked.set()
+            self.release.wait(WAIT_S)
+        if msg.offset == self.at:
+            self.then()
+
+    def thread_of(self, offset: int) -> str:
+        with self.lock:
+            return next(thread for o, thread, _ in self.calls if o == offset)
+
+    def offsets(self, since: int = 0) -> list[int]:
+        with self.lock:
+            return [offset for offset, _, _ in self.calls if offset >= since]
+
+
+def started(ordering: Ordering) -> tuple[WorkerCore, HandlerThreads, Settled, Calls, Receiver, list[BaseException]]:
+    settings = WorkerConfig(concurrency=CONCURRENCY, prefetch=10_000, ordering=ordering)
+    core = WorkerCore(CONFIG.with_overrides(nack_backoff_base_ms=1), settings, WorkerMetrics("jobs"))
+    client, died, calls, receiver = Settled(), cast(list[BaseException], []), Calls(core), Receiver(core)
+    threads = HandlerThreads(
+        core, cast(KmqClient, client), calls, CONCURRENCY, lambda thread, e: died.append(e), receiver
+    )
+    return core, threads, client, calls, receiver, died
+
+
+def warmed_up(core: WorkerCore, threads: HandlerThreads, client: Settled, keyed: bool) -> int:
+    """Batches through the queue until the threads measured the handlers quick and a thread receives; returns the
+    next free offset."""
+    offset = 0
+    while not threads.handlers_lead():
+        (submit_keyed if keyed else submit)(core, threads, offset, 500)
+        offset += 500
+        wait_for(lambda end=offset: sum(client.acked.values()) == end, WAIT_S, what="the warm-up acknowledged")
+        assert offset < 50_000, "the handlers were never measured quick"
+    wait_for(threads.led_recently, WAIT_S, what="a handler thread receiving")
+    return offset
+
+
+def keyed(offset: int, keys: int, partitions: int = 1) -> Message:
+    """A message of key `offset % keys` on partition `offset % partitions`."""
+    key = str(offset % keys).encode()
+    return Message(b"v", key, "jobs", offset % partitions, offset, 0, 0, now_ms() + 30_000)
+
+
+def test_an_ordered_batch_runs_in_offset_order_on_the_thread_that_received_it_outside_the_lanes() -> None:
+    core, threads, client, calls, receiver, died = started(Ordering.KEY)
+    gate = core.gate
+    assert gate is not None
+    try:
+        offset = warmed_up(core, threads, client, keyed=True)
+        receiver.send([keyed(o, 30) for o in range(offset, offset + 300)])
+        wait_for(lambda: sum(client.acked.values()) == offset + 300, WAIT_S, what="the batch acknowledged")
+        wait_for(lambda: not gate.in_order, WAIT_S, what="the run over")
+    finally:
+        threads.stop()
+    run = [call for call in calls.calls if call[0] >= offset]
+    assert [o for o, _, _ in run] == list(range(offset, offset + 300))  # in offset order, each once
+    assert len({thread for _, thread, _ in run}) == 1 and all(in_order for _, _, in_order in run)
+    assert threads.batches_in_order == 1 and gate.lanes.idle
+    assert died == [] and client.nacked == Counter() and core.outstanding == 0
+
+
+def test_a_failure_in_an_ordered_run_hands_the_rest_to_the_lanes_and_its_key_waits_for_its_retry() -> None:
+    core, threads, client, calls, receiver, died = started(Ordering.KEY)
+    gate = core.gate
+    assert gate is not None
+    try:
+        offset = warmed_up(core, threads, client, keyed=True)
+        calls.failing = offset + 45  # key 5 of 20: its later messages wait for the retry in place
+        receiver.send([keyed(o, 20) for o in range(offset, offset + 200)])
+        wait_for(lambda: sum(client.acked.values()) == offset + 200, WAIT_S, what="the batch acknowledged")
+    finally:
+        threads.stop()
+    ran = calls.offsets(offset)
+    assert sorted(ran) == sorted([*range(offset, offset + 200), offset + 45])  # each once, the failed one twice
+    key_5 = [o for o in ran if (o - offset) % 20 == 5]
+    assert key_5 == [offset + 5, offset + 25, offset + 45, *range(offset + 45, offset + 200, 20)]  # retried first
+    assert ran[:45] == list(range(offset, offset + 45))  # in order up to the failure, then by the lanes
+    assert not any(in_order for o, _, in_order in calls.calls if o > offset + 45)
+    assert client.nacked == Counter() and died == [] and core.outstanding == 0 and gate.lanes.idle
+
+
+def test_a_revocation_in_an_ordered_run_drops_the_rest_of_its_partitions_and_the_others_run() -> None:
+    core, threads, client, calls, receiver, died = started(Ordering.KEY)
+    gate = core.gate
+    assert gate is not None
+    try:
+        offset = warmed_up(core, threads, client, keyed=True)
+        calls.at, calls.then = offset + 20, lambda: gate.revoked({0})  # the group takes partition 0 away
+        receiver.send([keyed(o, 40, partitions=2) for o in range(offset, offset + 200)])
+        wait_for(
+            lambda: offset + 199 in calls.offsets(offset) and core.outstanding == 0,
+            WAIT_S,
+            what="the batch acknowledged or dropped",
+        )
+    finally:
+        threads.stop()
+    ran = set(calls.offsets(offset))
+    partition_1 = {o for o in range(offset, offset + 200) if o % 2}
+    assert ran == set(range(offset, offset + 21)) | partition_1  # nothing of partition 0 after the revocation
+    assert set(client.acked) - set(range(offset)) == ran  # the rest of partition 0 dropped unsettled
+    assert client.nacked == Counter() and died == []
+
+
+def test_an_ordered_run_whose_handler_turns_slow_hands_the_rest_to_the_lanes() -> None:
+    core, threads, client, calls, receiver, died = started(Ordering.KEY)
+    gate = core.gate
+    assert gate is not None
+    try:
+        offset = warmed_up(core, threads, client, keyed=True)
+        calls.slow = offset + 3
+        receiver.send([keyed(o, 500) for o in range(offset, offset + 500)])
+        wait_for(lambda: sum(client.acked.values()) == offset + 500, WAIT_S, what="the batch acknowledged")
+    finally:
+        threads.stop()
+    run = [call for call in calls.calls if call[0] >= offset]
+    in_order = [o for o, _, flag in run if flag]
+    # the slow one's chunk finished in order; what followed it went through the lanes
+    assert in_order == list(range(offset, offset + len(in_order))) and offset + 3 in in_order
+    assert len(in_order) < 500 and sorted(o for o, _, _ in run) == list(range(offset, offset + 500))
+    assert died == [] and client.nacked == Counter() and core.outstanding == 0 and gate.lanes.idle
+
+
+def test_an_unordered_batch_runs_on_the_thread_that_received_it_and_a_shutdown_gives_back_the_rest() -> None:
+    core, threads, client, calls, receiver, died = started(Ordering.NONE)
+    try:
+        offset = warmed_up(core, threads, client, keyed=False)
+        receiver.send([keyed(o, 10) for o in range(offset, offset + 400)])
+        wait_for(lambda: sum(client.acked.values()) == offset + 400, WAIT_S, what="the batch acknowledged")
+        later = offset + 400
+        calls.at, calls.then = later + 150, threads.drain  # the worker's shutdown begins in the next one
+        receiver.send([keyed(o, 10) for o in range(later, later + 400)])
+        wait_for(
+            lambda: later + 150 in calls.offsets(later) and core.outstanding == 0,
+            WAIT_S,
+            what="the batch acknowledged or given back",
+        )
+    finally:
+        threads.stop()
+    first = [call for call in calls.calls if offset <= call[0] < later]
+    assert [o for o, _, _ in first] == list(range(offset, later)) and len({t for _, t, _ in first}) == 1
+    assert calls.offsets(later) == list(range(later, later + 151))
+    assert client.nacked == Counter({o: 1 for o in range(later + 151, later + 400)})  # given back, never run
+    assert died == []
+
+
+def test_an_unordered_run_whose_handler_turns_slow_queues_the_rest_for_the_other_threads() -> None:
+    core, threads, client, calls, receiver, died = started(Ordering.NONE)
+    try:
+        offset = warmed_up(core, threads, client, keyed=False)
+        calls.slow = offset
+        receiver.send([keyed(o, 10) for o in range(offset, offset + 600)])
+        wait_for(lambda: sum(client.acked.values()) == offset + 600, WAIT_S, what="the batch acknowledged")
+    finally:
+        threads.stop()
+    assert sorted(calls.offsets(offset)) == list(range(offset, offset + 600))
+    assert died == [] and client.nacked == Counter() and core.outstanding == 0
+
+
+def test_an_ordered_run_stuck_in_a_handler_is_taken_over_and_only_that_key_waits() -> None:
+    core, threads, client, calls, receiver, died = started(Ordering.KEY)
+    gate = core.gate
+    assert gate is not None
+    try:
+        offset = warmed_up(core, threads, client, keyed=True)
+        calls.stuck = offset + 7  # key 7 of 50: its later messages must wait for it
+        receiver.send([keyed(o, 50) for o in range(offset, offset + 400)])
+        assert calls.blocked.wait(WAIT_S)
+        others = {o for o in range(offset + 8, offset + 400) if (o - offset) % 50 != 7}
+        # (the receiving loop and the lease thread nudge the threads; this test has neither: it does)
+        wait_for(lambda: threads.nudge() or others <= set(calls.offsets(offset)), WAIT_S, what="the rest run meanwhile")
+        assert not any((o - offset) % 50 == 7 for o in calls.offsets(offset + 8))  # its key waits
+        calls.release.set()
+        wait_for(lambda: sum(client.acked.values()) == offset + 400, WAIT_S, what="the batch acknowledged")
+    finally:
+        calls.release.set()
+        threads.stop()
+    ran = calls.offsets(offset)
+    assert sorted(ran) == list(range(offset, offset + 400))
+    assert [o for o in ran if (o - offset) % 50 == 7] == list(range(offset + 7, offset + 400, 50))
+    assert calls.thread_of(offset + 399) != calls.thread_of(offset + 7)
+    assert died == [] and client.nacked == Counter() and core.outstanding == 0 and gate.lanes.idle
+    assert not gate.in_order
+
+
+def test_an_unordered_run_stuck_in_a_handler_is_taken_over_and_the_rest_runs_meanwhile() -> None:
+    core, threads, client, calls, receiver, died = started(Ordering.NONE)
+    try:
+        offset = warmed_up(core, threads, client, keyed=False)
+        calls.stuck = offset + 3
+        receiver.send([keyed(o, 10) for o in range(offset, offset + 400)])
+        assert calls.blocked.wait(WAIT_S)
+        rest = set(range(offset + 4, offset + 400))
+        wait_for(lambda: threads.nudge() or rest <= set(calls.offsets(offset)), WAIT_S, what="the rest run meanwhile")
+        assert sum(client.acked.values()) < offset + 400  # (the stuck one's chunk-mates before it wait with it)
+        calls.release.set()
+        wait_for(lambda: sum(client.acked.values()) == offset + 400, WAIT_S, what="the batch acknowledged")
+    finally:
+        calls.release.set()
+        threads.stop()
+    assert sorted(calls.offsets(offset)) == list(range(offset, offset + 400))
+    assert died == [] and client.nacked == Counter() and core.outstanding == 0
