@@ -39,7 +39,9 @@ class Contender(Protocol):
     def close(self) -> None: ...
 
 
-def make_contender(name: str, config: KmqConfig, batch: int, partitions: int, work_us: int = 0) -> Contender:
+def make_contender(
+    name: str, config: KmqConfig, batch: int, partitions: int, work_us: int = 0, messages: int = 0
+) -> Contender:
     if name in (PLAIN, PLAIN_ASYNC):
         return PlainContender(config, batch, asynchronous=name == PLAIN_ASYNC, work_us=work_us)
     if name in (KMQ, KMQ_BATCH):  # the marker format comes with the config (KMQ_MARKER_FORMAT)
@@ -48,7 +50,7 @@ def make_contender(name: str, config: KmqConfig, batch: int, partitions: int, wo
         return ShareContender(config, batch, partitions, work_us)
     if name in (WORKER, WORKER_KEY):
         ordering = Ordering.KEY if name == WORKER_KEY else Ordering.NONE
-        return WorkerContender(config, batch, ordering, work_us)
+        return WorkerContender(config, batch, ordering, work_us, messages)
     raise BenchError(f"no worker for contender {name!r}")
 
 
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         config = KmqConfig.from_env()
-        contender = make_contender(args.contender, config, args.batch, args.partitions, args.work_us)
+        contender = make_contender(args.contender, config, args.batch, args.partitions, args.work_us, args.messages)
         try:
             figures = measure(contender, args)
         finally:
