@@ -114,12 +114,15 @@ class WorkerCore:
             mark = gate.revocations if closed else UNMARKED
         return heads, mark, keys if len(heads) == len(keys) else lease_keys(heads), False
 
-    def hand_over_locked(self, rest: list[Message], mark: int, now_ms: int) -> tuple[list[Message], int]:
+    def hand_over_locked(
+        self, rest: list[Message], mark: int, now_ms: int, first_ran: bool = False
+    ) -> tuple[list[Message], int]:
         """With `lock` held: a batch run in order (`admit_ordered`) stops before `rest` (its first may have run, or
         be running: a handler raised on it, or the run was taken over), which enters the lanes as a batch received
         now would, and the run ends. Those of partitions revoked since the run's `mark` are dropped, unsettled, as
-        the lanes drop what waits (`OrderGate.revoked`). Returns the messages that may start now, let start (the
-        first of `rest` among them when it was kept: its lane's head, which its thread finishes), and their mark."""
+        the lanes drop what waits (`OrderGate.revoked`). `first_ran`: the first of `rest` ran or runs; kept, it is its
+        lane's head, let start whatever the breaker, and its thread finishes it. Returns the messages that may start
+        now (let start while the breaker is closed; that first one among them when kept) and their mark."""
         gate = self.gate
         assert gate is not None
         gate.in_order = False
@@ -130,7 +133,11 @@ class WorkerCore:
                     gate.drop_unrun(msg)
             rest = [msg for msg in rest if revoked_at.get(msg.partition, mark) <= mark]
         closed = self.breaker.state is BreakerState.CLOSED
-        heads = gate.lanes.offer(rest, now_ms, running=closed)
+        heads = []
+        if rest and first_ran:  # it ran or runs: started whatever the breaker (a revocation then leaves it to finish)
+            heads = gate.lanes.offer(rest[:1], now_ms, running=True)
+            rest = rest[1:]
+        heads += gate.lanes.offer(rest, now_ms, running=closed)
         self.wake_if_room()
         return heads, gate.revocations if closed else UNMARKED
 

@@ -174,12 +174,12 @@ class Worker:
 
     def _turn(self, client: KmqClient, threads: HandlerThreads, most: int | None = None) -> Led | None:
         """One receiving turn (with `threads.role` held): what was received and may start, as `submit` takes it,
-        and whether the handler thread whose turn it is runs it all in order itself; None when there is no room to
-        receive (the caller waits for `core.wake`, not holding the role)."""
+        and whether the handler thread whose turn it is runs it all itself; None when there is no room to receive, or
+        a handler thread's run is under way (the caller waits for `core.wake`, not holding the role)."""
         core = self.core
         core.wake.clear()
-        if most is None:  # the loop's turn: a run under way has not received for LEAD_GAP_S, it is slow or stuck
-            threads.take_over()  # (ordered, its rest enters the lanes before anything later is received)
+        if most is None and not threads.take_over_stalled():
+            return None  # a handler thread's run is under way: nothing is received beside it (until it is done)
         threads.nudge()
         if core.gate is not None:
             self._flow(client, threads)

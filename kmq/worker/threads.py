@@ -172,7 +172,7 @@ class HandlerThreads:
             return False
         run = None
         try:
-            if not self.leading or self._lead is None:  # stopped meanwhile
+            if not self.leading or self._lead is None or self._current is not None:  # stopped, or a run meanwhile
                 return False
             led = self._lead(self)
             if led and led[0]:
@@ -200,11 +200,21 @@ class HandlerThreads:
         """Take over a run whose chunk took past `LEAD_GAP_S` (`take_over`), and wake a parked thread when chunks
         wait and none was taken for `STALLED_S`: the awake threads are all in handlers that take long (the loop and
         the lease thread call this every turn and tick)."""
-        run = self._current
-        if run is not None and time.perf_counter() - run.chunk_at > LEAD_GAP_S:
-            self.take_over()
+        self.take_over_stalled()
         if self._parked and not self._queue.empty() and time.perf_counter() - self._taken_at > STALLED_S:
             self._wake(1)
+
+    def take_over_stalled(self) -> bool:
+        """Take over the run under way (`take_over`) when its chunk has taken past `LEAD_GAP_S` (a handler stuck, or
+        slow); True when no run is under way now. The receiving loop calls this before it receives: it does not
+        receive beside a run, which it would have to wait for once ordered."""
+        run = self._current
+        if run is None:
+            return True
+        if time.perf_counter() - run.chunk_at > LEAD_GAP_S:
+            self.take_over(run)
+            return True
+        return False
 
     def _wake(self, count: int) -> None:
         with self._pool:
@@ -366,34 +376,39 @@ class HandlerThreads:
         core, gate, busy = self._core, self._core.gate, self._busy
         breaker, held, keys = core.breaker, core.leases.held, run.keys
         size, start = self._chunk_size(len(run.messages)), 0
-        while start < len(run.messages):
-            changes = core.changes  # (before the checks: a chunk stops once it moves)
-            if self.draining:
-                self._end_run(run, give_back=True)
-                return
-            if (
-                self._cost_per_message_s >= QUICK_S
-                or (gate is not None and run.mark != gate.revocations)
-                or breaker.state is not BreakerState.CLOSED
-                or not all(map(held.__contains__, keys[start : start + size]))
-            ):
-                self.take_over(run)  # (unordered, the rest then goes through the queue's checks)
-                return
-            busy[index] = True
-            run.chunk_at = started = time.perf_counter()
-            ran, error = self._run_pulled(run.pull(size), changes)
-            self._measured(time.perf_counter() - started, max(ran, 1))
+        busy[index] = True  # for the whole run: the shutdown's grace period waits for it
+        try:
+            while start < len(run.messages):
+                changes = core.changes  # (before the checks: a chunk stops once it moves)
+                if self.draining:
+                    self._end_run(run, give_back=True)
+                    return
+                if (
+                    self._cost_per_message_s >= QUICK_S
+                    or (gate is not None and run.mark != gate.revocations)
+                    or breaker.state is not BreakerState.CLOSED
+                    or not all(map(held.__contains__, keys[start : start + size]))
+                ):
+                    self.take_over(run)  # (unordered, the rest then goes through the queue's checks)
+                    return
+                run.chunk_at = started = time.perf_counter()
+                ran, error = self._run_pulled(run.pull(size), changes)
+                self._measured(time.perf_counter() - started, max(ran, 1))
+                if not self._finish_chunk(run, start, ran, error):
+                    return
+                start += ran + (error is not None)
+            self._end_run(run)
+        finally:
             busy[index] = False
-            if not self._finish_chunk(run, start, ran, error):
-                return
-            start += ran + (error is not None)
-        self._end_run(run)
 
     def _run_pulled(self, chunk: Iterator[Message], changes: int) -> tuple[int, Exception | None]:
         """A run's chunk, each message taken from its iterator as it starts (what a `take_over` drains never runs
         here): how many handlers returned, and the exception of the next one when it raised (else None: the core's
-        change count moved, or the chunk is done). The change count is read after each message."""
+        change count moved, or the chunk is done). The change count is read before the first message and after each
+        (before each, a message would be taken from the iterator and then not run)."""
         core, handler, ran = self._core, self._handler, 0
+        if core.changes != changes:
+            return 0, None  # (moved since the caller's checks: it checks again)
         try:
             for msg in chunk:
                 handler(msg)
@@ -468,7 +483,7 @@ class HandlerThreads:
                 pulled = len(run.messages) - len(rest)
                 last = failed if failed is not None else run.messages[pulled - 1] if pulled > run.finished else None
                 handed = [last, *rest] if last is not None else rest
-                heads, mark = core.hand_over_locked(handed, run.mark, now_ms())
+                heads, mark = core.hand_over_locked(handed, run.mark, now_ms(), first_ran=last is not None)
                 run.head = last if heads and heads[0] is last else None
                 if run.head is not None:
                     heads = heads[1:]

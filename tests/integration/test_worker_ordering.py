@@ -228,6 +228,7 @@ def test_quick_handlers_run_whole_batches_in_order_and_a_retry_among_them_keeps_
                 overlaps.append(key)
             busy.add(key)
             started[key].append(seq)
+        sum(range(50))  # (the handler's work, a quick one: a thread switch meanwhile would show an overlap)
         with lock:
             busy.discard(key)
             if retried(key, seq) and msg.redelivery_count == 0:

@@ -225,3 +225,20 @@ def test_the_ordering_flag_refuses_an_unknown_value() -> None:
     )
     assert result.exit_code == 2
     assert "sideways" in result.output
+
+
+def test_a_run_in_order_handed_over_keeps_its_running_message_started_whatever_the_breaker() -> None:
+    # given a batch admitted to run in order outside the lanes, then the breaker open while its first message runs
+    core, gate = gated(breaker_min_calls=1, breaker_backoff_ms=1000)
+    a0, a1, b2 = keyed(0, 0, b"a"), keyed(0, 1, b"a"), keyed(0, 2, b"b")
+    heads, mark, _, in_order = core.admit_ordered([a0, a1, b2], NOW, in_order=True)
+    assert in_order and heads == [a0, a1, b2] and gate.in_order and gate.lanes.idle
+    with core.lock:
+        core.record_outcome(FAILED, NOW)
+        # when the run is taken over: a0 (running) and the rest enter the lanes
+        heads, head_mark = core.hand_over_locked([a0, a1, b2], mark, NOW, first_ran=True)
+    assert heads == [a0, b2] and head_mark == UNMARKED and not gate.in_order
+    # then a revocation leaves the running a0 to finish (its lease held), and drops what never started
+    assert sorted(msg.offset for msg in gate.revoked({0})) == [1, 2]
+    assert leased(core) == {(0, 0)}
+    assert gate.lanes.revoked_while_running(a0)
