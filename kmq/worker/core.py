@@ -93,10 +93,10 @@ class WorkerCore:
         them in order.
 
         `in_order`: the caller (a handler thread's receiving turn, quick handlers) would run the whole batch itself,
-        in offset order, holding the receiving role meanwhile. That keeps every key's order with no lane bookkeeping,
-        and is taken when no lane holds anything and the breaker is closed: nothing else runs, waits or can be
-        received meanwhile. The batch is then leased only, the gate's `in_order` set, and all of it returned, with
-        the revocation count as its mark (see `hand_over`)."""
+        in offset order (`HandlerThreads._run_batch`, which nothing is received beside). That keeps every key's order
+        with no lane bookkeeping, and is taken when no lane holds anything and the breaker is closed: nothing else
+        runs or waits meanwhile. The batch is then leased only, the gate's `in_order` set, and all of it returned,
+        with the revocation count as its mark (see `hand_over_locked`)."""
         gate = self.gate
         assert gate is not None
         if not messages:
