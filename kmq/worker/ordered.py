@@ -152,7 +152,7 @@ class OrderGate:
         Running handlers finish and settle as in an unordered worker. Returns the messages dropped."""
         with self.core.lock:
             self.revocations += 1  # heads let start but not yet run: dropped before they run (`drop_unrun`)
-            self.revoked_at.update(dict.fromkeys(partitions, self.revocations))  # (a batch run in order: `hand_over`)
+            self.revoked_at.update(dict.fromkeys(partitions, self.revocations))  # (see `hand_over_locked`)
             self.core.changes += 1  # (quick chunks then check each message)
             dropped = self.lanes.revoke(partitions)
             for msg in dropped:

@@ -44,7 +44,7 @@ QUICK_S = 0.00002
 LEAD_GAP_S = 0.02
 LEAD_WAIT_S = 0.05  # longest wait for room of a handler thread that takes turns (then it looks at its queue again)
 Chunk = tuple[list[Message], list[int] | None, int | None]  # messages, their lease keys (None: not known), mark
-# What a turn received: as `submit` takes them, and whether the thread runs them in order itself (`_run_in_order`)
+# What a turn received: as `submit` takes them, and whether the thread runs them all itself (`_run_batch`)
 Led = tuple[list[Message], int, int | None, list[int] | None, bool]
 
 
@@ -76,7 +76,7 @@ class HandlerThreads:
         self.leading = lead is not None
         self._led_at = 0.0  # when a handler thread's turn ended
         self.batches_led = 0  # batches a handler thread received and ran (written with `role` held)
-        self.batches_in_order = 0  # of those, ordered, batches it ran in order by itself (`_run_in_order`)
+        self.batches_in_order = 0  # of those, ordered, batches it ran in order by itself (`_run_batch`)
         self._lead_waiting = False  # a handler thread waits for room after a turn (a hint, read unlocked)
         self._current: _Run | None = None  # a batch its receiving thread runs itself (`_run_batch`)
         self._on_death = on_death  # a thread died on an unexpected error (not the handler's: those are outcomes)
@@ -178,7 +178,7 @@ class HandlerThreads:
             if led and led[0]:
                 self.batches_led += 1
             if led and led[4]:  # registered before the role is given back: the next turn sees it (`take_over`)
-                run = self._current = _Run(led[0], led[3] or lease_keys(led[0]), led[2] or 0, index)
+                run = self._current = _Run(led[0], led[3] or lease_keys(led[0]), led[2] or 0)
                 self.batches_in_order += self._core.gate is not None
         finally:
             self._led_at = time.perf_counter()
@@ -670,8 +670,8 @@ class _Run:
     to the run as each starts or all at once to a `take_over`; `finished`: how many the run settled (written under
     the core's lock, as are `taken`, `over` and `head`)."""
 
-    def __init__(self, messages: list[Message], keys: list[int], mark: int, index: int) -> None:
-        self.messages, self.keys, self.mark, self.index = messages, keys, mark, index
+    def __init__(self, messages: list[Message], keys: list[int], mark: int) -> None:
+        self.messages, self.keys, self.mark = messages, keys, mark
         self.left = iter(messages)
         self.chunk_at = time.perf_counter()
         self.finished = 0

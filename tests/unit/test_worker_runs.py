@@ -304,7 +304,7 @@ def test_the_receiving_loop_does_not_receive_beside_a_run_until_its_chunk_stalls
         batch = [keyed(o, 10) for o in range(20)]
         keys = lease_keys(batch)
         core.admit(batch, now_ms(), keys)
-        run = threads._current = _Run(batch, keys, 0, index=0)  # a run whose thread is in its first chunk now
+        run = threads._current = _Run(batch, keys, 0)  # a run whose thread is in its first chunk now
         assert not threads.take_over_stalled() and not run.taken and threads._current is run
         run.chunk_at -= 2 * threads_module.LEAD_GAP_S  # its chunk has taken past LEAD_GAP_S
         assert threads.take_over_stalled() and run.taken and threads._current is None
