@@ -54,7 +54,9 @@ class ServedQueue:
         # Refuse to serve a queue whose markers topic does not line up (PROTOCOL.md).
         partitions = check_topics(config)
         self.producer = AsyncProducer(config, write_timeout_ms, self.name, on_death)
-        self.settled = SettleView(config, partitions, on_death)
+        # A settle's notes must outlive it: it may wait out the producer's timeout three times (reading the markers
+        # up to their end, writing its markers, reading them back) between its first look and its verdict.
+        self.settled = SettleView(config, partitions, on_death, margin_ms=int(3 * self.producer.timeout_s * 1000))
         self.retention = RetentionLimit(config)
         self.admin = AdminClient(admin_settings(config))  # for /readyz: one client, not one per probe
         self.settling: set[Delivery] = set()  # deliveries a request of this replica is settling right now
