@@ -138,9 +138,11 @@ class Settlements:
     def observe_runs(self, partition: int, runs: tuple[Run, ...], note: Note, marker_offset: int) -> None:
         """A note on every offset of `runs` (a BATCH END's set, ascending)."""
         receive = self._receives.get((partition, note.issued_at_ms))
+        # (an extend that shortened the deadline noted the new one only: the receipt it spent lives until its own)
+        keep_until_ms = max(note.keep_until_ms, note.receipt_deadline_ms or note.keep_until_ms)
         if receive is None:
-            receive = self._receives[(partition, note.issued_at_ms)] = _Receive(note.keep_until_ms, marker_offset)
-        receive.keep_until_ms = max(receive.keep_until_ms, note.keep_until_ms)
+            receive = self._receives[(partition, note.issued_at_ms)] = _Receive(keep_until_ms, marker_offset)
+        receive.keep_until_ms = max(receive.keep_until_ms, keep_until_ms)
         receive.first_marker_offset = min(receive.first_marker_offset, marker_offset)
         if len(runs) == 1 and runs[0][1] == 1:
             receive.single.setdefault(runs[0][0], {})[marker_offset] = (note.action, note.receipt_deadline_ms)
@@ -171,10 +173,13 @@ class Settlements:
 
     def prune(self, now_ms: int) -> int:
         """Forget the receives whose notes no longer matter; how many were forgotten."""
+        return len(self.forget(now_ms))
+
+    def forget(self, now_ms: int) -> list[tuple[int, int, int]]:
+        """`prune`, returning what each forgotten receive was: (markers partition, keep_until_ms, first marker
+        offset)."""
         stale = [key for key, receive in self._receives.items() if receive.keep_until_ms + RETAIN_MS < now_ms]
-        for key in stale:
-            del self._receives[key]
-        return len(stale)
+        return [(key[0], (r := self._receives.pop(key)).keep_until_ms, r.first_marker_offset) for key in stale]
 
     def floors(self) -> dict[int, int]:
         """Per markers partition with notes remembered, the smallest marker offset of one: a replica that starts

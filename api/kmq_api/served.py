@@ -21,7 +21,7 @@ from kmq.message import Message
 from kmq.retention import RetentionLimit
 from kmq_api.backlog import BacklogProbe, PartitionLag
 from kmq_api.delivery import AsyncProducer
-from kmq_api.settle_view import SettleView
+from kmq_api.settle_view import NOTE_MARGIN_MS, SettleView
 from kmq_api.settlements import Delivery
 
 _log = logging.getLogger(__name__)
@@ -56,7 +56,8 @@ class ServedQueue:
         self.producer = AsyncProducer(config, write_timeout_ms, self.name, on_death)
         # A settle's notes must outlive it: it may wait out the producer's timeout three times (reading the markers
         # up to their end, writing its markers, reading them back) between its first look and its verdict.
-        self.settled = SettleView(config, partitions, on_death, margin_ms=int(3 * self.producer.timeout_s * 1000))
+        margin_ms = NOTE_MARGIN_MS + int(3 * self.producer.timeout_s * 1000)
+        self.settled = SettleView(config, partitions, on_death, margin_ms=margin_ms)
         self.retention = RetentionLimit(config)
         self.admin = AdminClient(admin_settings(config))  # for /readyz: one client, not one per probe
         self.settling: set[Delivery] = set()  # deliveries a request of this replica is settling right now

@@ -12,8 +12,9 @@ spent (the extend returned the one to use). Which settle wins is decided by the 
 way by every replica and by the tracker (kmq.receipt_notes): a replica writes its marker, waits until its settle
 view has read the partition past it, and answers 200 only if its note won; a note that lost (another replica's
 settle came first) answers 409 and has no effect anywhere. Settles this replica already knows to lose answer 409
-before writing anything. A replica remembers notes until a minute past their deadline (api.settle_view,
-NOTE_MARGIN_MS): a repeated ack later than that answers `expired` rather than 409, its END changing nothing.
+before writing anything. A replica remembers notes until a minute and three settle timeouts past their deadline
+(kmq_api.settle_view, NOTE_MARGIN_MS): a repeated ack later than that answers `expired` rather than 409, and the
+tracker, which keeps notes ten minutes, ignores its END if an earlier settle won.
 """
 
 from __future__ import annotations

@@ -62,8 +62,9 @@ def _single(
     else:
         delay = config.nack_delay_ms(receipt.redelivery_count) if delay_ms is None else delay_ms
         value = StartMarker(delay).encode()
-    # The note is kept until the latest deadline of a receipt of the delivery (an extend's is its new one).
-    keep_until_ms = now_ms + timeout_ms if action == "extend" else receipt.deadline_ms
+    # The note is kept until the latest deadline of a receipt of the delivery: an extend's new one, or the one it
+    # spent when the extend shortened the deadline (that receipt must still be known as spent until it expires).
+    keep_until_ms = max(now_ms + timeout_ms, receipt.deadline_ms) if action == "extend" else receipt.deadline_ms
     note = Note(action, receipt.issued_at_ms, keep_until_ms, receipt.deadline_ms)
     record = _record(config.markers_topic, receipt.partition, receipt.offset, value, note)
     return Marker(record, note, (write,), ((receipt.offset, 1),))

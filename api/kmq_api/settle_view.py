@@ -39,12 +39,15 @@ _KEY_BYTES = 12
 # How long past its `keep_until_ms` (the latest deadline of a receipt of its delivery) a replica remembers a note, at
 # the least. The tracker keeps notes ten minutes past it (RETAIN_MS), but a replica consults them only to judge its
 # own settles: from the deadline on (by this replica's clock, the one it prunes by) nack and extend are refused as
-# expired before any note is looked at, and a late ack writes an END that changes nothing, so past the deadline a
-# note serves only the settles in flight (their `won`; a replica's own note is kept `margin_ms` from when it wrote
-# it). Ten minutes held every note of the last ten minutes, ~870 bytes of RSS each: measured at 600 acks/s in
-# receives of a few messages (~210 notes/s), the facade grew by 10 MB a minute for ten minutes and levelled off at
-# 182 MB (from 81; the 10-minute soak's api-2 went from 80 to 106 MB); with 60 s, at 95 MB after 100 s.
+# expired before any note is looked at, and a late ack writes an END that the tracker judges by its own notes, so past
+# the deadline a note serves only the settles in flight (their `won`; a replica's own note is kept `margin_ms` from
+# when it wrote it). Holding every note for ten minutes made a replica's RSS grow for ten minutes under a steady load:
+# the 10-minute soak's long-lived replica grew from 80 to 106 MB (docs/soak/soak-10min-before-note-margin.txt).
 NOTE_MARGIN_MS = 60_000
+# What the view commits still follows the tracker's ten minutes: a replica whose clock runs ahead of another's prunes
+# earlier, and the group's committed floor is where a restarted replica resumes. Forgotten receives are kept as the
+# smallest first marker offset per partition and minute of `keep_until_ms`, a few ints, until RETAIN_MS past it.
+FLOOR_BUCKET_MS = 60_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,10 +80,11 @@ class SettleView:
         on_death: Callable[[str, BaseException], None] | None = None,
         margin_ms: int = NOTE_MARGIN_MS,
     ) -> None:
-        """`margin_ms`: how long past its `keep_until_ms` a note is remembered (at least NOTE_MARGIN_MS; more than a
-        settle can take from its marker's write to its verdict)."""
+        """`margin_ms`: how long past its `keep_until_ms` a note is remembered (at least NOTE_MARGIN_MS, plus what a
+        settle can take from its first look at the notes to its verdict)."""
         self.topic = config.markers_topic
         self._margin_ms = max(margin_ms, NOTE_MARGIN_MS)
+        self._forgotten_floors: dict[tuple[int, int], int] = {}  # (partition, minute of keep_until) -> first marker
         self.group_id = f"{config.markers_topic}__api"
         self.caught_up = threading.Event()
         self._settlements = Settlements()
@@ -296,12 +300,27 @@ class SettleView:
     def _prune_and_commit(self) -> None:
         with self._lock:
             # Settlements forget a note RETAIN_MS past its keep_until_ms; this view does `margin_ms` past it.
-            self._settlements.prune(int(time.time() * 1000) + RETAIN_MS - self._margin_ms)
+            forgotten = self._settlements.forget(int(time.time() * 1000) + RETAIN_MS - self._margin_ms)
+            kept = self._forgotten_floors
+            for partition, keep_until_ms, first in forgotten:
+                bucket = (partition, keep_until_ms // FLOOR_BUCKET_MS)
+                kept[bucket] = min(kept.get(bucket, first), first)
         self._commit()
+
+    def _floors(self) -> dict[int, int]:
+        """Per partition, where a restarted replica must resume (with `_lock` held): the first note remembered, or
+        of a receive forgotten less than RETAIN_MS past its keep_until_ms (FLOOR_BUCKET_MS)."""
+        floors = self._settlements.floors()
+        now_ms = int(time.time() * 1000)
+        for bucket in [b for b in self._forgotten_floors if (b[1] + 1) * FLOOR_BUCKET_MS + RETAIN_MS < now_ms]:
+            del self._forgotten_floors[bucket]
+        for (partition, _), first in self._forgotten_floors.items():
+            floors[partition] = min(floors.get(partition, first), first)
+        return floors
 
     def _commit(self) -> None:
         with self._lock:
-            floors = self._settlements.floors()
+            floors = self._floors()
             offsets = [
                 TopicPartition(self.topic, p, floors.get(p, position)) for p, position in self._positions.items()
             ]

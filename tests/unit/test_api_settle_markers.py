@@ -76,6 +76,13 @@ def test_nack_and_extend_stay_single_starts_with_batch_markers() -> None:
     assert {m.note for m in extends} == {Note("extend", 100, 61_000, 5_000)}  # spends the receipt of deadline 5 000
 
 
+def test_an_extend_that_shortens_the_deadline_is_noted_until_the_spent_receipts_deadline() -> None:
+    # given a receipt due at 5 000, extended at 1 000 by 1 000 ms (a new deadline of 2 000)
+    extends = plan(config("batch"), [write(0, 0, 5)], "extend", now_ms=1_000, delay_ms=None, timeout_ms=1_000)
+    # then the note is kept until 5 000: until then the spent receipt could still be used, and must be refused
+    assert {m.note for m in extends} == {Note("extend", 100, 5_000, 5_000)}
+
+
 @given(st.sets(st.integers(0, 10_000), min_size=1, max_size=200))
 def test_the_settle_view_reads_back_every_offset_a_batch_end_acks(offsets: set[int]) -> None:
     writes = [write(index, 0, offset) for index, offset in enumerate(offsets)]

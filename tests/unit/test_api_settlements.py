@@ -132,3 +132,14 @@ def test_notes_of_older_facades_decode_with_what_they_tell() -> None:
     old_extend = bytes([2]) + (100).to_bytes(8, "big") + (9_000).to_bytes(8, "big")
     assert Note.decode(old_ack) == Note("ack", 100, 1_000, 1_000)  # an ack's receipt deadline is its keep_until
     assert Note.decode(old_extend) == Note("extend", 100, 9_000, None)  # unknown: spends no receipt
+
+
+def test_a_note_is_kept_until_the_later_of_its_two_deadlines() -> None:
+    # given an extend noted with a new deadline (2 000) earlier than that of the receipt it spent (5 000)
+    settlements = Settlements()
+    settlements.observe(0, 5, Note("extend", 100, 2_000, 5_000), marker_offset=7)
+    # then it is remembered until the spent receipt's deadline: a settle with that receipt is refused until then
+    assert settlements.prune(now_ms=2_001 + RETAIN_MS) == 0
+    assert settlements.refusal(0, 5, 100, 5_000) is not None
+    assert settlements.forget(now_ms=5_001 + RETAIN_MS) == [(0, 5_000, 7)]
+    assert len(settlements) == 0
