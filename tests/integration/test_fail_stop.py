@@ -101,7 +101,7 @@ def said(tmp_path: Path) -> str:
     "target",
     [
         "kmq.worker.runtime:Worker._tend",  # the lease thread
-        "kmq.worker.core:WorkerCore.finish_ok",  # a handler thread
+        "kmq.worker.core:WorkerCore.settle_ok",  # a handler thread (queued chunks and quick runs alike)
         "kmq.worker.core:WorkerCore.admit",  # the loop thread
     ],
 )
