@@ -123,7 +123,10 @@ class _Receive:
 class Settlements:
     """Settle notes by (partition, issued_at_ms), each covering runs of offsets; never touches Kafka or the clock."""
 
-    def __init__(self) -> None:
+    def __init__(self, retain_ms: int = RETAIN_MS) -> None:
+        """`retain_ms`: how long past its `keep_until_ms` a receive's notes are remembered (the tracker's RETAIN_MS;
+        a facade replica, which judges only its own settles, remembers them for less)."""
+        self.retain_ms = retain_ms
         self._receives: dict[tuple[int, int], _Receive] = {}
 
     def __len__(self) -> int:
@@ -178,7 +181,7 @@ class Settlements:
     def forget(self, now_ms: int) -> list[tuple[int, int, int]]:
         """`prune`, returning what each forgotten receive was: (markers partition, keep_until_ms, first marker
         offset)."""
-        stale = [key for key, receive in self._receives.items() if receive.keep_until_ms + RETAIN_MS < now_ms]
+        stale = [key for key, receive in self._receives.items() if receive.keep_until_ms + self.retain_ms < now_ms]
         return [(key[0], (r := self._receives.pop(key)).keep_until_ms, r.first_marker_offset) for key in stale]
 
     def floors(self) -> dict[int, int]:

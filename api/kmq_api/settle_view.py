@@ -83,11 +83,11 @@ class SettleView:
         """`margin_ms`: how long past its `keep_until_ms` a note is remembered (at least NOTE_MARGIN_MS, plus what a
         settle can take from its first look at the notes to its verdict)."""
         self.topic = config.markers_topic
-        self._margin_ms = max(margin_ms, NOTE_MARGIN_MS)
+        self.margin_ms = max(margin_ms, NOTE_MARGIN_MS)
         self._forgotten_floors: dict[tuple[int, int], int] = {}  # (partition, minute of keep_until) -> first marker
         self.group_id = f"{config.markers_topic}__api"
         self.caught_up = threading.Event()
-        self._settlements = Settlements()
+        self._settlements = Settlements(retain_ms=self.margin_ms)
         self._lock = threading.Lock()
         self._positions: dict[int, int] = {}
         self._at_start = frozenset(range(partitions))  # caught_up once each of these is read to its end
@@ -299,8 +299,7 @@ class SettleView:
 
     def _prune_and_commit(self) -> None:
         with self._lock:
-            # Settlements forget a note RETAIN_MS past its keep_until_ms; this view does `margin_ms` past it.
-            forgotten = self._settlements.forget(int(time.time() * 1000) + RETAIN_MS - self._margin_ms)
+            forgotten = self._settlements.forget(int(time.time() * 1000))
             kept = self._forgotten_floors
             for partition, keep_until_ms, first in forgotten:
                 bucket = (partition, keep_until_ms // FLOOR_BUCKET_MS)

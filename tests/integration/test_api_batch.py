@@ -195,3 +195,11 @@ def test_batch_end_acks_survive_a_restart_and_are_shared_by_replicas(queue: KmqC
         wait_for(lambda: all(view.settled_by(k, t) == "ack" for k, t in keys), what="the replica to read the acks")
         for message in others:
             conflict(replica, queue, "extend", [message["receipt"]], visibility_timeout_ms=60_000)
+
+
+def test_a_replica_remembers_settle_notes_105_s_past_their_deadline_by_default(queue: KmqConfig) -> None:
+    # given a replica with the default write timeout (10 s: a settle waits at most 15 s for each of three steps)
+    with TestClient(create_app(api_config(queue)), headers=AUTH) as client:
+        state: ApiState = client.app_state["kmq"]
+        # then its settle view keeps notes one minute plus those three waits past their deadline (PROTOCOL.md)
+        assert state.queues[queue.queue_topic].settled.margin_ms == 105_000
