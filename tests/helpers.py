@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 import typer
@@ -19,6 +19,9 @@ from typer.testing import CliRunner
 from kmq.config import KmqConfig
 from kmq.headers import Headers, from_kafka
 from kmq.kafka import fetch
+
+if TYPE_CHECKING:
+    from kmq_tracker import TrackerService
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,12 @@ def wait_for(condition: Callable[[], Any], timeout_s: float = 20.0, interval_s: 
             return result
         assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what or condition}"
         time.sleep(interval_s)
+
+
+def tracker_settled(tracker: TrackerService) -> bool:
+    """Nothing pending on any of the tracker's partitions and no redelivery pass left to settle: its metrics count
+    every pass (a pass's own ENDs can be read back, emptying the pending set, a turn before the pass is settled)."""
+    return all(s.pending == 0 and s.redelivering == 0 for s in tracker.partitions().values())
 
 
 def read_committed_keys(

@@ -18,8 +18,8 @@ from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq.producer import KmqProducer, OutgoingMessage
-from tests.helpers import read_topic, wait_for
-from tests.integration.test_tracker_e2e import pending, receive, running_tracker
+from tests.helpers import read_topic, tracker_settled, wait_for
+from tests.integration.test_tracker_e2e import receive, running_tracker
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 MakeConfig = Callable[..., KmqConfig]
@@ -74,7 +74,7 @@ def test_garbage_on_the_markers_topic_is_counted_and_stalls_nothing(make_config:
         receive(client, total, msg_timeout_ms=300)  # STARTs after the garbage, never acknowledged: due soon
     with running_tracker(config) as tracker:
         wait_for(lambda: _copies(config) == total, timeout_s=30, what="every real message redelivered")
-        wait_for(lambda: pending(tracker) == 0, what="nothing pending")
+        wait_for(lambda: tracker_settled(tracker), what="nothing pending")
         undecodable = tracker.metrics.value("kmq_undecodable_markers_total")
         missing = tracker.metrics.value("kmq_missing_messages_total")
         per_partition = {p: s.undecodable for p, s in tracker.partitions().items()}

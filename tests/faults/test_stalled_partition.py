@@ -28,7 +28,7 @@ from kmq.producer import KmqProducer, OutgoingMessage
 from kmq_tracker.reader import QueueReader, ReadResult
 from kmq_tracker.redeliverer import Redelivered, Redeliverer
 from kmq_tracker.service import TrackerService
-from tests.helpers import read_topic, wait_for
+from tests.helpers import read_topic, tracker_settled, wait_for
 from tests.integration.test_tracker_e2e import pending, receive, running_tracker
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
@@ -126,7 +126,7 @@ def healthy_lateness_ms(make_config: MakeConfig, monkeypatch: Any, stalled: bool
                 # reported as a partition with a long pass, not as a dead process
                 wait_for(lambda: tracker.metrics.value("kmq_redelivery_pass_seconds", labels) > 0, 10, what="gauge")
             stall.release()
-            wait_for(lambda: pending(tracker) == 0, 60, what="every redelivery once the stall ended")
+            wait_for(lambda: tracker_settled(tracker), 60, what="every redelivery once the stall ended")
         finally:
             stall.release()  # before the tracker stops: its loop must not wait out a hung read
     return sorted(done_ms[offset] - deadline for offset, deadline in deadlines(config).items())

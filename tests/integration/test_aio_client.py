@@ -17,9 +17,9 @@ from kmq.config import KmqConfig
 from kmq.errors import ClientClosedError
 from kmq.markers import EndMarker, StartMarker
 from kmq.message import Message
-from tests.helpers import read_topic, wait_for
+from tests.helpers import read_topic, tracker_settled, wait_for
 from tests.integration.test_client import marker_values
-from tests.integration.test_tracker_e2e import metric, pending, running_tracker, send
+from tests.integration.test_tracker_e2e import metric, running_tracker, send
 
 pytestmark = pytest.mark.integration
 MakeConfig = Callable[..., KmqConfig]
@@ -67,7 +67,7 @@ def test_every_message_is_processed_and_unacknowledged_ones_come_back_with_their
     with running_tracker(config) as tracker:
         # when it works until every message has been acknowledged once
         asyncio.run(main())
-        wait_for(lambda: pending(tracker) == 0, 30, what="every END consumed by the tracker")
+        wait_for(lambda: tracker_settled(tracker), 30, what="every END consumed by the tracker")
         # then nothing was lost: each drop was redelivered once, nothing else was
         assert metric(tracker, "kmq_redeliveries_total") == dropped
         assert metric(tracker, "kmq_dead_letters_total") == 0

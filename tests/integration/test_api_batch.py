@@ -21,7 +21,7 @@ from kmq_api.receipts import Receipt, ReceiptSigner
 from kmq_api.settlements import HEADER, Note
 from kmq_api.state import ApiState
 from kmq_tracker import TrackerConfig, TrackerService
-from tests.helpers import Record, read_topic, wait_for
+from tests.helpers import Record, read_topic, tracker_settled, wait_for
 from tests.integration.test_api_endpoints import AUTH, SECRET, api_config, receive, send, settle
 from tests.integration.test_api_hostile import conflict
 
@@ -52,7 +52,7 @@ def test_receive_writes_batch_starts_and_unacked_messages_come_back(make_config:
             copies = receive(http, queue, 3, wait_ms=5000)
             settle(http, queue, "ack", [m["receipt"] for m in copies])
             assert sorted(m["value"] for m in copies) == sorted(m["value"] for m in left)
-            wait_for(lambda: sum(s.pending for s in tracker.partitions().values()) == 0, 10, what="all ended")
+            wait_for(lambda: tracker_settled(tracker), 10, what="all ended")
             assert tracker.metrics.value("kmq_redeliveries_total") == 3
     finally:
         tracker.stop()

@@ -18,7 +18,7 @@ from kmq.message import Message
 from kmq.producer import KmqProducer, OutgoingMessage
 from kmq_tracker import TrackerConfig, TrackerService
 from tests.conftest import MakeConfig
-from tests.helpers import wait_for
+from tests.helpers import tracker_settled, wait_for
 from tests.integration.test_api_replicas import receive, replica, statuses
 
 FAST_METADATA = {"topic.metadata.refresh.interval.ms": 500}
@@ -60,7 +60,7 @@ def test_partitions_added_to_a_running_queue_are_tracked(kafka: KafkaCluster, ma
             client.processed(msg)
         client.flush()
         assert client.failed_markers == 0
-        wait_for(lambda: sum(s.pending for s in tracker.partitions().values()) == 0, 30, what="nothing pending")
+        wait_for(lambda: tracker_settled(tracker), 30, what="nothing pending")
 
 
 def test_the_rest_facade_serves_and_settles_partitions_added_while_it_runs(make_config: MakeConfig) -> None:

@@ -22,7 +22,7 @@ from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq.message import Message
 from kmq.producer import KmqProducer, OutgoingMessage
 from kmq_tracker import TrackerConfig, TrackerService
-from tests.helpers import read_topic, wait_for
+from tests.helpers import read_topic, tracker_settled, wait_for
 from tests.integration.marker_formats import with_marker_format
 
 pytestmark = pytest.mark.integration
@@ -111,7 +111,7 @@ def test_every_message_is_processed_and_unacknowledged_ones_come_back_with_their
                 client.processed(msg)
                 processed.add(msg.value)
         client.flush()
-        wait_for(lambda: pending(tracker) == 0, 30, what="every END consumed by the tracker")
+        wait_for(lambda: tracker_settled(tracker), 30, what="every END consumed by the tracker")
         # then nothing was lost: each drop was redelivered once, nothing else was, nothing was dead-lettered
         assert metric(tracker, "kmq_redeliveries_total") == dropped
         assert metric(tracker, "kmq_dead_letters_total") == 0
@@ -143,7 +143,7 @@ def test_dead_letter_after_max_redeliveries(make_config: MakeConfig) -> None:
         wait_for(lambda: metric(tracker, "kmq_dead_letters_total") == 1, 10, what="the dead letter")
         assert client.receive(max_messages=10, timeout_s=1.0) == []
         assert metric(tracker, "kmq_redeliveries_total") == 2
-        wait_for(lambda: pending(tracker) == 0, 10, what="the END of the last copy")
+        wait_for(lambda: tracker_settled(tracker), 10, what="the END of the last copy")
     assert counts == [0, 1, 2]
     [dead] = read_topic(config, config.dead_letter_topic, 2)
     assert (dead.key, dead.value) == (first.key, first.value)
@@ -260,7 +260,7 @@ def test_a_transaction_marker_is_counted_as_no_record_and_ended(make_config: Mak
     # it, and redelivers nothing
     with running_tracker(config) as tracker:
         wait_for(lambda: metric(tracker, "kmq_no_record_offsets_total") == 1, 20, what="the offset without record")
-        wait_for(lambda: pending(tracker) == 0, 10, what="its END read back")
+        wait_for(lambda: tracker_settled(tracker), 10, what="its END read back")
         assert metric(tracker, "kmq_redeliveries_total") == metric(tracker, "kmq_missing_messages_total") == 0
     ends = [r for r in read_topic(config, config.markers_topic, 1) if r.value == EndMarker().encode()]
     assert [r.key for r in ends] == [MarkerKey(0, 2).encode()]
@@ -278,7 +278,7 @@ def test_transactional_mode_reads_committed_markers(make_config: MakeConfig) -> 
         for msg in copies:
             client.processed(msg)
         client.flush()
-        wait_for(lambda: pending(tracker) == 0, 10, what="the copies acknowledged")
+        wait_for(lambda: tracker_settled(tracker), 10, what="the copies acknowledged")
         assert metric(tracker, "kmq_redeliveries_total") == 6
     assert sorted((c.partition, h.original_offset(c.headers, c.offset)) for c in copies) == sorted(
         (m.partition, m.offset) for m in first
@@ -299,4 +299,4 @@ def test_markers_written_before_a_new_tracker_group_are_tracked_whatever_the_wor
     # when a tracker starts, then it reads the markers topic from its beginning and redelivers the message
     with running_tracker(config) as tracker:
         wait_for(lambda: metric(tracker, "kmq_redeliveries_total") == 1, 20, what="the redelivery")
-        wait_for(lambda: pending(tracker) == 0, 10, what="its END read back")
+        wait_for(lambda: tracker_settled(tracker), 10, what="its END read back")

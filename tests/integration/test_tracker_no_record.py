@@ -13,9 +13,9 @@ from confluent_kafka.admin import AdminClient
 from kmq.config import KmqConfig
 from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq.producer import KmqProducer, OutgoingMessage
-from tests.helpers import read_topic, wait_for
+from tests.helpers import read_topic, tracker_settled, wait_for
 from tests.integration.marker_formats import with_marker_format
-from tests.integration.test_tracker_e2e import metric, pending, running_tracker
+from tests.integration.test_tracker_e2e import metric, running_tracker
 
 pytestmark = pytest.mark.integration
 MakeConfig = Callable[..., KmqConfig]
@@ -58,7 +58,7 @@ def test_offsets_that_hold_no_record_are_finished_and_those_retention_removed_ar
     with running_tracker(config) as tracker:
         wait_for(lambda: metric(tracker, "kmq_no_record_offsets_total") == 3, 20, what="the offsets without record")
         wait_for(lambda: metric(tracker, "kmq_missing_messages_total") == 1, 20, what="the removed message")
-        wait_for(lambda: pending(tracker) == 0, 10, what="their ENDs read back")
+        wait_for(lambda: tracker_settled(tracker), 10, what="their ENDs read back")
         assert metric(tracker, "kmq_redeliveries_total") == metric(tracker, "kmq_dead_letters_total") == 0
     ends = [r for r in read_topic(config, config.markers_topic, 1) if r.value == EndMarker().encode()]
     assert sorted(r.key for r in ends) == sorted(MarkerKey(0, o).encode() for o in (0, 2, 3, 4))

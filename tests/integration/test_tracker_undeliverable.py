@@ -9,9 +9,9 @@ from kmq import headers as h
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.producer import KmqProducer, OutgoingMessage
-from tests.helpers import read_topic, wait_for
+from tests.helpers import read_topic, tracker_settled, wait_for
 from tests.integration.marker_formats import marked_offsets
-from tests.integration.test_tracker_e2e import pending, receive, running_tracker
+from tests.integration.test_tracker_e2e import receive, running_tracker
 
 MakeConfig = Callable[..., KmqConfig]
 LIMIT = 2000  # the tracker producer's message.max.bytes: the big message fits, its copy with kmq's headers does not
@@ -28,7 +28,7 @@ def test_a_copy_refused_for_good_is_dead_lettered_and_its_neighbours_are_copied_
     with running_tracker(tracker_kmq) as service:
         wait_for(lambda: len(read_topic(config, config.dead_letter_topic, 1)) == 1, what="the dead letter")
         wait_for(lambda: len(marked_offsets(read_topic(config, config.markers_topic, 1))[1]) >= 3, what="ENDs")
-        wait_for(lambda: pending(service) == 0, what="nothing pending")
+        wait_for(lambda: tracker_settled(service), what="nothing pending")
         truncated = service.metrics.value("kmq_undeliverable_truncated_total")
     queue = read_topic(config, config.queue_topic, 1)
     assert sorted(r.value or b"" for r in queue) == sorted([b"a", b"a", BIG, b"c", b"c"])  # one copy each, once

@@ -17,7 +17,7 @@ from kmq.client import KmqClient
 from kmq.config import KmqConfig
 from kmq.producer import KmqProducer, OutgoingMessage
 from kmq_tracker import TrackerConfig, TrackerService
-from tests.helpers import committed_offsets, wait_for
+from tests.helpers import committed_offsets, tracker_settled, wait_for
 from tests.integration.test_client_batch import ended
 
 MakeConfig = Callable[..., KmqConfig]
@@ -66,7 +66,7 @@ def test_acks_gathered_by_a_stopped_worker(make_config: MakeConfig, stop: signal
         if stop == signal.SIGTERM:
             # close() wrote the BATCH ENDs, for every message: the tracker redelivers nothing, even past the deadlines
             assert len(ended(config, partitions=2)) == COUNT
-            wait_for(lambda: sum(s.pending for s in tracker.partitions().values()) == 0, 10, what="the ENDs")
+            wait_for(lambda: tracker_settled(tracker), 10, what="the ENDs")
             past = time.monotonic() + 2.0  # the 1.5 s deadlines pass: the assertion is that nothing happens then
             wait_for(lambda: time.monotonic() > past, 5, what="the deadlines passed")
             assert tracker.metrics.value("kmq_redeliveries_total") == 0
@@ -81,7 +81,7 @@ def test_acks_gathered_by_a_stopped_worker(make_config: MakeConfig, stop: signal
                 client.processed_many(batch)
                 copies += [m.value for m in batch]
         assert sorted(copies) == sorted(f"m{i}".encode() for i in range(COUNT))
-        wait_for(lambda: sum(s.pending for s in tracker.partitions().values()) == 0, 10, what="the copies' ENDs")
+        wait_for(lambda: tracker_settled(tracker), 10, what="the copies' ENDs")
         assert tracker.metrics.value("kmq_redeliveries_total") == COUNT
     finally:
         if worker.poll() is None:

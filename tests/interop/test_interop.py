@@ -22,7 +22,7 @@ from kmq.errors import TrackerCompatibilityError
 from kmq.jvm import JvmKmq, expect_line, stop
 from kmq.markers import EndMarker, MarkerKey, StartMarker, decode_marker
 from kmq.message import Message
-from tests.helpers import read_topic, wait_for
+from tests.helpers import read_topic, tracker_settled, wait_for
 from tests.interop.harness import (
     START_TIMEOUT_MS,
     Deliveries,
@@ -67,7 +67,7 @@ def test_jvm_client_with_our_tracker_loses_nothing(make_config: MakeConfig, jvm_
         # then our tracker redelivers the 10 dropped ones, counted in its metrics, and every message is processed
         wait_all_processed(deliveries, set(range(MESSAGES)), timeout_s=90)
         wait_for(lambda: tracker.metrics.value("kmq_redeliveries_total") >= 10, 30, what="10 redeliveries counted")
-        wait_for(lambda: sum(s.pending for s in tracker.partitions().values()) == 0, 30, what="every END seen")
+        wait_for(lambda: tracker_settled(tracker), 30, what="every END seen")
         assert tracker.metrics.value("kmq_redeliveries_total") == 10
         assert tracker.metrics.value("kmq_dead_letters_total") == 0
     dropped = deliveries.dropped()

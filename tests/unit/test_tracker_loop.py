@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from kmq.config import KmqConfig
-from kmq.markers import MarkerKey, StartMarker
+from kmq.markers import EndMarker, MarkerKey, StartMarker
 from kmq_tracker.config import TrackerConfig
 from kmq_tracker.ingest import MarkersIngest, now_ms
 from kmq_tracker.loop import Loop
@@ -196,3 +196,41 @@ def test_gauges_report_each_owned_partition() -> None:
     labels = {"topic": "q__markers", "partition": "3"}
     assert metrics.value("kmq_pending_messages", labels) == 1
     assert metrics.value("kmq_partition_caught_up", labels) == 1
+
+
+@dataclass
+class HeldPool(SyncPool):
+    """A pool whose passes run, but finish only when the test says so."""
+
+    held: list[Finished] = field(default_factory=list)
+
+    def submit(self, state: PartitionState, offsets: Sequence[int]) -> None:
+        super().submit(state, offsets)
+        self.running[state.partition] = self.finished[-1].job
+        self.held, self.finished = self.held + self.finished, []
+
+    def release(self) -> None:
+        self.finished, self.held = self.held, []
+        self.running.clear()
+
+
+def test_a_pass_whose_ends_are_read_back_before_it_settles_shows_as_redelivering() -> None:
+    # given a pass of two due messages that is still running
+    past = now_ms() - 1
+    ingest = FakeIngest({0: caught_up(0, {5: past, 6: past})})
+    pool = HeldPool(FakeRedeliverer())
+    metrics = TrackerMetrics()
+    turn = Loop(TrackerConfig(kmq=KMQ), metrics, cast(MarkersIngest, ingest), cast(RedeliveryPool, pool))
+    turn.turn()
+    state = ingest.partitions[0]
+    # when the ENDs it wrote for the originals are read back before the loop settles it
+    for marker_offset, queue_offset in enumerate((5, 6), start=2):
+        state.apply(marker_offset, now_ms(), MarkerKey(0, queue_offset).encode(), EndMarker().encode())
+    # then nothing is pending, but the status says two messages are being redelivered, and none is counted yet
+    assert (state.status().pending, state.status().redelivering) == (0, 2)
+    assert metrics.value("kmq_redeliveries_total") == 0
+    # and once the pass is settled, both are counted and nothing is being redelivered
+    pool.release()
+    turn.turn()
+    assert (state.status().pending, state.status().redelivering) == (0, 0)
+    assert metrics.value("kmq_redeliveries_total") == 2

@@ -34,6 +34,7 @@ class PartitionStatus:
     position: int | None
     first_offset: int | None
     undecodable: int
+    redelivering: int = 0  # messages in a redelivery pass not settled yet (their ENDs may be read already)
 
 
 class PartitionState:
@@ -206,7 +207,13 @@ class PartitionState:
 
     def status(self) -> PartitionStatus:
         return PartitionStatus(
-            self.partition, len(self.pending), self.caught_up, self.position, self.first_offset, self.undecodable
+            self.partition,
+            len(self.pending),
+            self.caught_up,
+            self.position,
+            self.first_offset,
+            self.undecodable,
+            len(self.in_pass),
         )
 
     def commit_offset(self) -> int | None:

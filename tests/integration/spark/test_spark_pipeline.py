@@ -20,7 +20,7 @@ from kmq.cli._app import _register_all, app
 from kmq.config import KmqConfig
 from kmq.demo.numbers import decode_number
 from kmq.kafka import admin_settings
-from tests.helpers import read_topic, wait_for
+from tests.helpers import read_topic, tracker_settled, wait_for
 from tests.integration.spark.conftest import running_tracker, stream_options
 from tests.integration.spark.pipeline_support import (
     dead_numbers,
@@ -66,7 +66,7 @@ def test_every_message_is_acked_once_or_dead_lettered_and_the_audit_agrees_with_
         try:
             wait_for(running(query, lambda: len(_done(output, config)) >= MESSAGES), 180, interval_s=0.5,
                      what="every number processed or dead-lettered")  # fmt: skip
-            wait_for(lambda: sum(s.pending for s in tracker.partitions().values()) == 0, 30, what="no pending")
+            wait_for(lambda: tracker_settled(tracker), 30, what="no pending")
         finally:
             query.stop()
             process.close()
