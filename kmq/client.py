@@ -15,7 +15,7 @@ from kmq import headers as h
 from kmq.admin import check_topics
 from kmq.config import KmqConfig
 from kmq.consumer_close import close_consumer
-from kmq.consumer_turns import SLICE_S, ConsumerTurns
+from kmq.consumer_turns import FIRST_IDLE_SLICE_S, SLICE_S, ConsumerTurns
 from kmq.delivery import DeliveryGroup
 from kmq.end_batcher import PARTITION_SHIFT, EndBatcher, packed
 from kmq.errors import ClientClosedError, TrackerCompatibilityError
@@ -47,6 +47,7 @@ class KmqClient:
         pipelined = config.pipelined and not config.transactional
         self._consumer = Consumer({**settings, "on_commit": self._on_commit} if pipelined else settings)
         self._turns = ConsumerTurns()  # receive()'s consume never starves a commit from another thread
+        self._slice_s = SLICE_S  # the next empty consume slice (`_poll`)
         self._ends: EndBatcher | None = None
         starts: Starts | None = None
         try:
@@ -265,11 +266,15 @@ class KmqClient:
     def _poll(self, max_messages: int, timeout_s: float) -> list[KafkaMessage]:
         """Consume in slices of at most `SLICE_S` (kmq.consumer_turns): a commit or flush from another thread takes
         its turn between two; the first slice that finds records returns them, without waiting for a full batch
-        (`kmq.kafka.fetch`)."""
+        (`kmq.kafka.fetch`). The empty slices after a burst start at `FIRST_IDLE_SLICE_S` and double up to
+        `SLICE_S`: a flush or commit that follows the last records waits a few ms for its turn, not a whole slice."""
         deadline = time.monotonic() + timeout_s
         while True:
+            slice_s = self._slice_s
             with self._turns.consume():
-                batch = fetch(self._consumer, max_messages, min(SLICE_S, timeout_s))
+                batch = fetch(self._consumer, max_messages, min(slice_s, timeout_s))
+            # (read and written by the receiving thread only; two threads that take turns receiving share a hint)
+            self._slice_s = FIRST_IDLE_SLICE_S if batch else min(SLICE_S, 2 * slice_s)
             timeout_s = deadline - time.monotonic()
             if batch or timeout_s <= 0:
                 return self._records(batch)

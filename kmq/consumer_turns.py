@@ -6,7 +6,8 @@ call rarely finds the handle free: measured, a commit (the START pipeline's asyn
 synchronous one from another thread) waited 15 to 60 s behind a worker's receiving loop.
 
 So the receiving thread consumes in slices of at most `SLICE_S`, each taken only when no other call waits; any other
-call takes its turn between two slices. A call made from inside a slice (a rebalance callback that commits) runs at
+call takes its turn between two slices. Once a burst of records ends, the slices start short and grow to `SLICE_S`
+(`FIRST_IDLE_SLICE_S`). A call made from inside a slice (a rebalance callback that commits) runs at
 once: it is the thread that holds the turn.
 """
 
@@ -17,6 +18,10 @@ import threading
 from collections.abc import Iterator
 
 SLICE_S = 0.1  # the longest another call waits for the receiving thread's consume() (plus its own run)
+# Right after a consume found records, the next empty slices are short, then double up to SLICE_S: the calls that
+# come at the end of a burst (the commit of its last offsets, a flush, a close) wait a few ms, not a whole slice,
+# and an idle consumer is back to SLICE_S after a handful of slices.
+FIRST_IDLE_SLICE_S = 0.004
 
 
 class ConsumerTurns:

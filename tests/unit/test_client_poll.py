@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from kmq.client import KmqClient
 from kmq.config import KmqConfig
-from kmq.consumer_turns import ConsumerTurns
+from kmq.consumer_turns import FIRST_IDLE_SLICE_S, SLICE_S, ConsumerTurns
 
 
 class _Record:
@@ -53,6 +53,7 @@ def _client(records: list[_Record], consumer: Any = None) -> Any:
     client.config = KmqConfig(bootstrap_servers="k:9092", queue_topic="jobs")
     client._consumer = consumer or _Consumer(records)
     client._turns = ConsumerTurns()
+    client._slice_s = SLICE_S
     return client
 
 
@@ -78,6 +79,41 @@ def test_a_poll_that_finds_nothing_waits_its_timeout_in_slices() -> None:
     consumer = _Librdkafka([])
     assert _client([], consumer)._poll(500, 0.25) == []
     assert consumer.waited_s == pytest.approx(0.25, abs=0.05)
+
+
+class _Slices:
+    """A consumer that records each consume slice's timeout: records on the calls listed in `with_records`."""
+
+    def __init__(self, with_records: set[int]) -> None:
+        self.with_records, self.timeouts = with_records, []
+
+    def consume(self, num_messages: int, timeout: float) -> list[_Record]:
+        if timeout == 0:
+            return []  # (`fetch` first takes what is there at once)
+        self.timeouts.append(timeout)
+        return [_Record(len(self.timeouts))] if len(self.timeouts) in self.with_records else []
+
+
+def test_after_records_the_empty_slices_start_short_and_double_up_to_the_full_slice() -> None:
+    """A flush or commit that comes as a burst ends waits a few ms for its turn, not a whole slice, and an idle
+    consumer is back to full slices after a handful of them."""
+    consumer = _Slices(with_records={1, 9})
+    client = _client([], consumer)
+    assert client._poll(500, 5.0) != []  # a burst (the first slice found records)
+    assert client._poll(500, 5.0) != []  # then nothing for a while, then records again
+    first = FIRST_IDLE_SLICE_S
+    assert consumer.timeouts[:9] == [
+        SLICE_S,
+        first,
+        2 * first,
+        4 * first,
+        8 * first,
+        16 * first,
+        SLICE_S,
+        SLICE_S,
+        SLICE_S,
+    ]
+    assert client._slice_s == first  # the next empty slice after those records is short again
 
 
 def test_an_end_of_partition_event_is_dropped_and_other_errors_are_logged(caplog: pytest.LogCaptureFixture) -> None:
