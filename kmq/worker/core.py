@@ -84,6 +84,21 @@ class WorkerCore:
             self.leases.add_all(keys, messages, now_ms, messages[0].deadline_ms)
         return messages if self.gate is None else self.gate.admit(messages, now_ms)
 
+    def admit_run(self, messages: list[Message], now_ms: int) -> int:
+        """`admit` for a batch that the receiving handler thread runs through itself, unordered
+        (`HandlerThreads._run_batch`): leased as a whole (`LeaseSchedule.add_run`), with no key per message unless
+        something turns it into keyed leases. Returns the run's lease (its sequence number)."""
+        with self.lock:
+            return self.leases.add_run(messages, lease_keys, now_ms, messages[0].deadline_ms)
+
+    def settle_run_ok(self, run_lease: int, messages: list[Message], keys: list[int] | None) -> list[Message]:
+        """`settle_ok` for the next messages of a run leased as a whole (with `lock` held); `keys`: theirs, if
+        known (needed only when the run was turned into keyed leases meanwhile)."""
+        if not self.leases.settle_run(run_lease, len(messages)):
+            return self.settle_ok(messages, lease_keys(messages) if keys is None else keys)
+        self._count_ok(messages)
+        return messages
+
     def admit_ordered(
         self, messages: list[Message], now_ms: int, in_order: bool = False
     ) -> tuple[list[Message], int, list[int], bool]:
@@ -228,7 +243,7 @@ class WorkerCore:
     def wake_if_room(self) -> None:
         """Wake the receiving loop once a refill's worth of room is free (with `lock` held); ordered, once a
         receive could take its least (`OrderGate.receivable`) too: else every settled message would wake it."""
-        room = self.capacity - len(self.leases.held) >= self.refill
+        room = self.capacity - len(self.leases) >= self.refill
         if room and not self.wake.is_set() and (self.gate is None or self.gate.receivable()):
             self.notify()
 
@@ -257,6 +272,10 @@ class WorkerCore:
     def settle_ok(self, messages: list[Message], keys: list[int]) -> list[Message]:
         """`finish_ok` with `lock` held."""
         owned = list(compress(messages, self.leases.remove_all(keys)))
+        self._count_ok(owned)
+        return owned
+
+    def _count_ok(self, owned: list[Message]) -> None:
         if self.breaker.state is BreakerState.CLOSED:
             self.processed += len(owned)
             self._unrecorded_ok += len(owned)
@@ -265,7 +284,6 @@ class WorkerCore:
             for _ in owned:
                 self._record(OK, now)
         self.wake_if_room()
-        return owned
 
     def record_outcome(self, outcome: Outcome, now: int) -> None:
         """Count an outcome and feed it to the breaker (with `lock` held)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Generic, TypeVar
@@ -53,6 +53,11 @@ class LeaseSchedule(Generic[K, T]):
     set off full ones); a worker's keys are ints too (`lease_key`). An entry whose leases are all
     removed is dropped at once, with its items: its heap slot, two ints, waits for its deadline.
 
+    A batch that one thread runs through in order (`add_run`) is leased as a whole: no key of it enters `held`, and
+    `settle_run` counts its settled prefix. Any other look at its leases (`due`, a `remove` of one of its keys,
+    `unrun` when the run is taken over, `items`) first turns its unsettled rest into keyed leases of the same entry,
+    so the schedule means the same with or without runs; `len` counts both.
+
     A lease is extended once its deadline is `margin_ms` away, by `extension_ms` — but never past
     `received_ms + max_processing_ms`; at that bound it expires instead."""
 
@@ -64,6 +69,9 @@ class LeaseSchedule(Generic[K, T]):
         self._entries: dict[int, _Entry[K, T]] = {}
         self._heap: list[tuple[int, int]] = []  # (deadline, sequence number)
         self._seq = 0
+        self._runs: dict[int, _Entry[K, T]] = {}  # entries leased as a whole (`add_run`), no key of theirs in `held`
+        self._run_live = 0  # their unsettled messages
+        self._key_of: Callable[[list[T]], list[K]] | None = None  # (`add_run`: how a run's rest gets its keys)
 
     def add(self, key: K, item: T, received_ms: int, deadline_ms: int) -> None:
         self.add_all([key], [item], received_ms, deadline_ms)
@@ -81,9 +89,62 @@ class LeaseSchedule(Generic[K, T]):
         self._entries[seq] = _Entry(keys, items, received_ms, len(keys))
         heapq.heappush(self._heap, (deadline_ms, seq))
 
+    def add_run(self, items: list[T], keys_of: Callable[[list[T]], list[K]], received_ms: int, deadline_ms: int) -> int:
+        """Leases for a batch one thread runs in order, held as one (see the class docstring): its entry's sequence
+        number, for `run_held` and `settle_run`. `keys_of(items)`: their keys, computed only if the run is turned
+        into keyed leases."""
+        self._seq += 1
+        seq = self._seq
+        entry = _Entry[K, T]([], items, received_ms, len(items))
+        self._entries[seq] = self._runs[seq] = entry
+        self._run_live += len(items)
+        self._key_of = keys_of
+        heapq.heappush(self._heap, (deadline_ms, seq))
+        return seq
+
+    def run_held(self, seq: int) -> bool:
+        """The run's unsettled messages are still leased as a whole (False once turned into keyed leases)."""
+        return seq in self._runs
+
+    def settle_run(self, seq: int, count: int) -> bool:
+        """The next `count` messages of the run were settled: forget their leases. False when the run was turned
+        into keyed leases meanwhile (the caller removes the keys instead)."""
+        entry = self._runs.get(seq)
+        if entry is None:
+            return False
+        entry.done += count
+        entry.live -= count
+        self._run_live -= count
+        if entry.live <= 0:
+            del self._runs[seq], self._entries[seq]
+        return True
+
+    def unrun(self, seq: int) -> None:
+        """Turn a run's unsettled messages into keyed leases of its entry (nothing if it is no run any more)."""
+        entry = self._runs.pop(seq, None)
+        if entry is None:
+            return
+        assert self._key_of is not None
+        rest = entry.items[entry.done :]
+        keys = self._key_of(list(rest))
+        entry.keys, entry.items, entry.done = keys, rest, 0
+        self._run_live -= entry.live
+        entry.live = len(keys)
+        self.held.update(zip(keys, repeat(seq)))
+
+    def _unrun_all(self) -> bool:
+        """`unrun` every run; True when there was one."""
+        if not self._runs:
+            return False
+        for seq in list(self._runs):
+            self.unrun(seq)
+        return True
+
     def remove(self, key: K) -> bool:
         """Forget a lease (its message was settled); False when it was not held (e.g. it expired)."""
         seq = self.held.pop(key, None)
+        if seq is None and self._unrun_all():  # (a key of a run: e.g. its handler raised)
+            seq = self.held.pop(key, None)
         if seq is None:
             return False
         self._removed(seq, 1)
@@ -93,6 +154,12 @@ class LeaseSchedule(Generic[K, T]):
         """`remove` for many keys: for each, its entry's sequence number (true) when it was held, else None. The
         removals run in C (`map`), and the entries are counted down once per entry, not once per key."""
         seqs = list(map(self.held.pop, keys, repeat(None)))
+        if None in seqs and self._runs:  # (keys of a run among them)
+            for key, seq in zip(keys, seqs, strict=True):
+                if seq is not None:
+                    self.held[key] = seq
+            self._unrun_all()
+            seqs = list(map(self.held.pop, keys, repeat(None)))
         if seqs and seqs.count(seqs[0]) == len(seqs):  # mostly: a chunk of one batch (no Counter, ~2 µs)
             if seqs[0] is not None:
                 self._removed(seqs[0], len(seqs))
@@ -114,15 +181,20 @@ class LeaseSchedule(Generic[K, T]):
         self.held.clear()
         self._entries.clear()
         self._heap.clear()
+        self._runs.clear()
+        self._run_live = 0
 
     def __len__(self) -> int:
-        return len(self.held)
+        return len(self.held) + self._run_live
 
     def __contains__(self, key: object) -> bool:
+        if key not in self.held:
+            self._unrun_all()
         return key in self.held
 
     def items(self) -> list[T]:
         """The items of every lease held."""
+        self._unrun_all()
         held = self.held
         return [
             item
@@ -145,6 +217,7 @@ class LeaseSchedule(Generic[K, T]):
         regrouped: dict[tuple[int, int], tuple[list[K], list[T]]] = {}  # (timeout, received) -> leases extended alike
         while heap and heap[0][0] - self.margin_ms <= now_ms:
             _, seq = heapq.heappop(heap)
+            self.unrun(seq)  # (a run's rest: keyed from now on; its thread checks and settles them by key)
             entry = entries.pop(seq, None)
             if entry is None:
                 continue  # every lease of it was removed
@@ -174,3 +247,4 @@ class _Entry(Generic[K, T]):
     items: Sequence[T]
     received_ms: int
     live: int
+    done: int = 0  # a run (`LeaseSchedule.add_run`): its first `done` items are settled

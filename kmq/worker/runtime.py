@@ -198,8 +198,10 @@ class Worker:
         if not batch:
             return NOTHING
         if core.gate is None:
+            if most is not None:  # a handler thread runs it through: leased as a whole, its lease in the mark's place
+                return batch, len(batch), core.admit_run(batch, now_ms()), None, True
             keys = lease_keys(batch)  # once, for the leases and for the handler threads' checks
-            return core.admit(batch, now_ms(), keys), len(batch), None, keys, most is not None
+            return core.admit(batch, now_ms(), keys), len(batch), None, keys, False
         # (a handler thread's turn runs the batch in order itself when it can: `WorkerCore.admit_ordered`)
         heads, mark, keys, in_order = core.admit_ordered(batch, now_ms(), in_order=most is not None)
         return heads, len(batch), mark, keys, in_order

@@ -44,7 +44,8 @@ QUICK_S = 0.00002
 LEAD_GAP_S = 0.02
 LEAD_WAIT_S = 0.05  # longest wait for room of a handler thread that takes turns (then it looks at its queue again)
 Chunk = tuple[list[Message], list[int] | None, int | None]  # messages, their lease keys (None: not known), mark
-# What a turn received: as `submit` takes them, and whether the thread runs them all itself (`_run_batch`)
+# What a turn received: as `submit` takes them, and whether the thread runs them all itself (`_run_batch`; unordered,
+# the mark's place then holds the run's lease, `WorkerCore.admit_run`)
 Led = tuple[list[Message], int, int | None, list[int] | None, bool]
 
 
@@ -178,7 +179,10 @@ class HandlerThreads:
             if led and led[0]:
                 self.batches_led += 1
             if led and led[4]:  # registered before the role is given back: the next turn sees it (`take_over`)
-                run = self._current = _Run(led[0], led[3] or lease_keys(led[0]), led[2] or 0)
+                if self._core.gate is None:
+                    run = self._current = _Run(led[0], None, 0, lease=led[2])
+                else:
+                    run = self._current = _Run(led[0], led[3] or lease_keys(led[0]), led[2] or 0)
                 self.batches_in_order += self._core.gate is not None
         finally:
             self._led_at = time.perf_counter()
@@ -374,7 +378,7 @@ class HandlerThreads:
         the rest is queued. The shutdown gives the rest back. A run whose chunk takes past `LEAD_GAP_S` is taken over
         (`take_over`): a handler stuck here holds up only itself."""
         core, gate, busy = self._core, self._core.gate, self._busy
-        breaker, held, keys = core.breaker, core.leases.held, run.keys
+        breaker, leases = core.breaker, core.leases
         size, start = self._chunk_size(len(run.messages)), 0
         busy[index] = True  # for the whole run: the shutdown's grace period waits for it
         try:
@@ -387,7 +391,10 @@ class HandlerThreads:
                     self._cost_per_message_s >= QUICK_S
                     or (gate is not None and run.mark != gate.revocations)
                     or breaker.state is not BreakerState.CLOSED
-                    or not all(map(held.__contains__, keys[start : start + size]))
+                    or not (
+                        (run.lease is not None and leases.run_held(run.lease))
+                        or all(map(leases.held.__contains__, run.lease_keys()[start : start + size]))
+                    )
                 ):
                     self.take_over(run)  # (unordered, the rest then goes through the queue's checks)
                     return
@@ -423,7 +430,7 @@ class HandlerThreads:
         """Settle a run's chunk (`ran` handlers returned from `start` on, then `error` from the next's); False when
         the run is over: taken over, or, ordered, stopped by the failure (which then enters the lanes)."""
         core, gate = self._core, self._core.gate
-        done, done_keys = run.messages[start : start + ran], run.keys[start : start + ran]
+        done = run.messages[start : start + ran]
         failed = run.messages[start + ran] if error is not None else None
         stops = gate is not None and failed is not None
         owned: list[Message] = []
@@ -431,7 +438,10 @@ class HandlerThreads:
             going_on = not run.taken and not stops
             if going_on:
                 run.finished = start + ran + (failed is not None)
-                owned = core.settle_ok(done, done_keys)
+                if run.lease is not None:
+                    owned = core.settle_run_ok(run.lease, done, None)
+                else:
+                    owned = core.settle_ok(done, run.lease_keys()[start : start + ran])
         if going_on:
             self._acknowledge(owned)
             if failed is not None:  # unordered: settled alone, and the run goes on
@@ -439,6 +449,7 @@ class HandlerThreads:
             return True
         if stops:
             self.take_over(run, failed)  # (taken over meanwhile: that entered the same message as its lane's head)
+        done_keys = run.lease_keys()[start : start + ran]  # (taken over: its leases are keyed now)
         head = run.head  # ordered, taken over: this thread's last message, its lane's head now
         if head is not None and any(msg is head for msg in done):
             done_keys = [key for msg, key in zip(done, done_keys, strict=True) if msg is not head]
@@ -477,6 +488,8 @@ class HandlerThreads:
                 return
             run.taken = True
             rest = list(run.left)  # (atomic: each message goes to this list or to the run's next pull, never both)
+            if run.lease is not None:
+                core.leases.unrun(run.lease)  # the rest goes through the queue's checks, which look keys up
             if gate is None:
                 heads, mark = rest, None
             else:
@@ -670,8 +683,9 @@ class _Run:
     to the run as each starts or all at once to a `take_over`; `finished`: how many the run settled (written under
     the core's lock, as are `taken`, `over` and `head`)."""
 
-    def __init__(self, messages: list[Message], keys: list[int], mark: int) -> None:
+    def __init__(self, messages: list[Message], keys: list[int] | None, mark: int, lease: int | None = None) -> None:
         self.messages, self.keys, self.mark = messages, keys, mark
+        self.lease = lease  # unordered: the run's lease (`WorkerCore.admit_run`), its messages' keys then unneeded
         self.left = iter(messages)
         self.chunk_at = time.perf_counter()
         self.finished = 0
@@ -680,3 +694,9 @@ class _Run:
 
     def pull(self, count: int) -> Iterator[Message]:
         return islice(self.left, count)
+
+    def lease_keys(self) -> list[int]:
+        """The messages' `lease_keys` (computed once, when first needed)."""
+        if self.keys is None:
+            self.keys = lease_keys(self.messages)
+        return self.keys

@@ -132,3 +132,58 @@ def test_a_batchs_lease_keys_are_each_messages_own_and_distinct_messages_never_s
     keys = lease_keys(messages)
     assert keys == [lease_key(msg) for msg in messages]
     assert len(set(keys)) == len(set(positions))
+
+
+def keys_of(items: list[str]) -> list[int]:
+    """A run's keys, as `lease_keys` gives a worker's: here the items' ordinals."""
+    return [ord(item) for item in items]
+
+
+def run_of(leases: LeaseSchedule[int, str], items: str, deadline_ms: int = 3_000) -> int:
+    return leases.add_run(list(items), keys_of, received_ms=0, deadline_ms=deadline_ms)
+
+
+def test_a_run_is_leased_as_a_whole_and_forgotten_once_settled() -> None:
+    leases = schedule()
+    run = run_of(leases, "abcd")
+    assert len(leases) == 4 and leases.held == {}  # no key per message
+    assert leases.settle_run(run, 3) and leases.run_held(run) and len(leases) == 1
+    assert leases.settle_run(run, 1) and not leases.run_held(run) and len(leases) == 0
+    assert leases.next_due_ms() is None and leases.due(10_000).extend == []
+
+
+def test_a_runs_unsettled_rest_is_extended_as_keyed_leases_and_settles_by_key_from_then_on() -> None:
+    # given a run of 4 of which 2 are settled
+    leases = schedule()
+    run = run_of(leases, "abcd")
+    leases.settle_run(run, 2)
+    # when its deadline nears
+    due = leases.due(2_000)
+    # then the other 2 are extended, and keyed from now on: the run is no run any more
+    assert due.extend == [("c", 3_000), ("d", 3_000)]
+    assert not leases.run_held(run) and not leases.settle_run(run, 1)
+    assert set(leases.held) == {ord("c"), ord("d")} and len(leases) == 2
+    assert leases.remove_all([ord("c"), ord("d")]) != [None, None] and len(leases) == 0
+
+
+def test_removing_a_key_of_a_run_keys_its_rest_and_removes_that_one() -> None:
+    # (a handler of the run raised: its message is settled on its own)
+    leases = schedule()
+    other = run_of(leases, "xy")
+    run = run_of(leases, "abc")
+    leases.settle_run(run, 1)
+    assert leases.remove(ord("b"))
+    assert not leases.remove(ord("a"))  # settled with the run's first
+    assert set(leases.held) == {ord("c"), ord("x"), ord("y")} and len(leases) == 3
+    assert not leases.run_held(other)
+    assert leases.remove_all([ord("c"), ord("x")]) == [run, other]
+
+
+def test_the_items_of_a_run_are_its_unsettled_ones_and_a_keyed_lease_beside_it_is_unaffected() -> None:
+    leases = schedule()
+    leases.add(1, "k", 0, 3_000)
+    run = run_of(leases, "abc")
+    leases.settle_run(run, 1)
+    assert sorted(leases.items()) == ["b", "c", "k"]
+    leases.unrun(run)  # (done already by items(): a second time changes nothing)
+    assert len(leases) == 3 and 1 in leases

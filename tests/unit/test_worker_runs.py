@@ -63,9 +63,8 @@ class Receiver:
         if batch is None:
             time.sleep(IDLE_S)  # (a receive's poll timeout: nothing arrived)
             return [], 0, None, None, False
-        if gate is None:
-            keys = lease_keys(batch)
-            return self.core.admit(batch, now_ms(), keys), len(batch), None, keys, True
+        if gate is None:  # leased as a whole, the lease in the mark's place
+            return batch, len(batch), self.core.admit_run(batch, now_ms()), None, True
         heads, mark, keys, in_order = self.core.admit_ordered(batch, now_ms(), in_order=True)
         return heads, len(batch), mark, keys, in_order
 
@@ -238,6 +237,33 @@ def test_an_unordered_batch_runs_on_the_thread_that_received_it_and_a_shutdown_g
     assert calls.offsets(later) == list(range(later, later + 151))
     assert client.nacked == Counter({o: 1 for o in range(later + 151, later + 400)})  # given back, never run
     assert died == []
+
+
+@pytest.mark.usefixtures("lenient")
+def test_an_unordered_run_whose_leases_are_extended_or_whose_handler_raises_runs_on_and_settles_each_once() -> None:
+    """A run's leases are held as one; its rest turns into leases by key when the lease thread extends them, or
+    when a failure is settled alone. The run goes on, checking and settling by key."""
+    core, threads, client, calls, receiver, died = started(Ordering.NONE)
+    try:
+        offset = warmed_up(core, threads, client, keyed=False)
+        extended: list[int] = []
+
+        def extend_all() -> None:  # the lease thread's tick, with every lease near its deadline
+            with core.lock:
+                extended.extend(msg.offset for msg, _ in core.due(now_ms() + 29_500).extend)
+
+        calls.at, calls.then, calls.failing = offset + 100, extend_all, offset + 250
+        receiver.send([keyed(o, 10) for o in range(offset, offset + 400)])
+        wait_for(lambda: sum(client.acked.values()) == offset + 399, WAIT_S, what="the batch acknowledged")
+        wait_for(lambda: core.outstanding == 0, WAIT_S, what="the failure settled")
+    finally:
+        threads.stop()
+    # the unsettled rest was extended (the message running then included), each other message once
+    assert extended == list(range(offset + 100, offset + 400))
+    assert calls.offsets(offset) == list(range(offset, offset + 400))  # in one run, each once
+    assert len({thread for o, thread, _ in calls.calls if o >= offset}) == 1
+    assert set(client.acked) == set(range(offset + 400)) - {offset + 250}
+    assert client.nacked == Counter({offset + 250: 1}) and died == []
 
 
 def test_an_unordered_run_whose_handler_turns_slow_queues_the_rest_for_the_other_threads() -> None:
