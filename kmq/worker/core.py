@@ -101,33 +101,36 @@ class WorkerCore:
 
     def admit_ordered(
         self, messages: list[Message], now_ms: int, in_order: bool = False
-    ) -> tuple[list[Message], int, list[int], bool]:
+    ) -> tuple[list[Message], int, list[int] | None, int | None]:
         """`admit` for the thread path under ordering, in one lock (the lanes computed before it): the messages
         that may start now, let start at once while the breaker is closed, their mark for `may_start_marked`
-        (UNMARKED when the breaker is not closed: nothing marked), their `lease_keys`, and whether the caller runs
-        them in order.
+        (UNMARKED when the breaker is not closed: nothing marked), their `lease_keys` (None for a run in order),
+        and, when the caller runs them in order, the run's lease (`LeaseSchedule.add_run`; else None).
 
         `in_order`: the caller (a handler thread's receiving turn, quick handlers) would run the whole batch itself,
         in offset order (`HandlerThreads._run_batch`, which nothing is received beside). That keeps every key's order
         with no lane bookkeeping, and is taken when no lane holds anything and the breaker is closed: nothing else
-        runs or waits meanwhile. The batch is then leased only, the gate's `in_order` set, and all of it returned,
-        with the revocation count as its mark (see `hand_over_locked`)."""
+        runs or waits meanwhile. The batch is then leased as a whole (as `admit_run`), the gate's `in_order` set,
+        and all of it returned, with the revocation count as its mark (see `hand_over_locked`)."""
         gate = self.gate
         assert gate is not None
         if not messages:
-            return messages, UNMARKED, [], False
+            return messages, UNMARKED, [], None
         in_order = in_order and gate.lanes.idle and not gate.in_order  # (a hint here: decided under the lock)
         lanes = None if in_order else gate.lanes.lanes_of(messages)
-        keys = lease_keys(messages)
+        keys = None if in_order else lease_keys(messages)
+        deadline_ms = messages[0].deadline_ms
         with self.lock:
-            self.leases.add_all(keys, messages, now_ms, messages[0].deadline_ms)
             closed = self.breaker.state is BreakerState.CLOSED
             if in_order and closed and gate.lanes.idle and not gate.in_order:
                 gate.in_order = True
-                return messages, gate.revocations, keys, True
+                return messages, gate.revocations, None, self.leases.add_run(messages, lease_keys, now_ms, deadline_ms)
+            if keys is None:
+                keys = lease_keys(messages)
+            self.leases.add_all(keys, messages, now_ms, deadline_ms)
             heads = gate.lanes.offer(messages, now_ms, lanes, running=closed)
             mark = gate.revocations if closed else UNMARKED
-        return heads, mark, keys if len(heads) == len(keys) else lease_keys(heads), False
+        return heads, mark, keys if len(heads) == len(keys) else lease_keys(heads), None
 
     def hand_over_locked(
         self, rest: list[Message], mark: int, now_ms: int, first_ran: bool = False
@@ -141,6 +144,7 @@ class WorkerCore:
         gate = self.gate
         assert gate is not None
         gate.in_order = False
+        self.leases.unrun_all()  # (the run's rest is looked up by key from now on)
         if gate.revocations != mark:
             revoked_at = gate.revoked_at
             for msg in rest:

@@ -132,7 +132,7 @@ class LeaseSchedule(Generic[K, T]):
         entry.live = len(keys)
         self.held.update(zip(keys, repeat(seq)))
 
-    def _unrun_all(self) -> bool:
+    def unrun_all(self) -> bool:
         """`unrun` every run; True when there was one."""
         if not self._runs:
             return False
@@ -143,7 +143,7 @@ class LeaseSchedule(Generic[K, T]):
     def remove(self, key: K) -> bool:
         """Forget a lease (its message was settled); False when it was not held (e.g. it expired)."""
         seq = self.held.pop(key, None)
-        if seq is None and self._unrun_all():  # (a key of a run: e.g. its handler raised)
+        if seq is None and self.unrun_all():  # (a key of a run: e.g. its handler raised)
             seq = self.held.pop(key, None)
         if seq is None:
             return False
@@ -158,7 +158,7 @@ class LeaseSchedule(Generic[K, T]):
             for key, seq in zip(keys, seqs, strict=True):
                 if seq is not None:
                     self.held[key] = seq
-            self._unrun_all()
+            self.unrun_all()
             seqs = list(map(self.held.pop, keys, repeat(None)))
         if seqs and seqs.count(seqs[0]) == len(seqs):  # mostly: a chunk of one batch (no Counter, ~2 µs)
             if seqs[0] is not None:
@@ -189,12 +189,12 @@ class LeaseSchedule(Generic[K, T]):
 
     def __contains__(self, key: object) -> bool:
         if key not in self.held:
-            self._unrun_all()
+            self.unrun_all()
         return key in self.held
 
     def items(self) -> list[T]:
         """The items of every lease held."""
-        self._unrun_all()
+        self.unrun_all()
         held = self.held
         return [
             item

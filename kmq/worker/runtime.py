@@ -31,7 +31,7 @@ from kmq.worker.threads import LEAD_GAP_S, HandlerThreads, Led
 _log = logging.getLogger(__name__)
 TICK_S = 0.05  # longest sleep of the loop: lease extensions and the breaker's clock are checked this often
 RECEIVE_RETRY_S = 0.5
-NOTHING: Led = ([], 0, None, None, False)
+NOTHING: Led = ([], 0, None, None, None)
 
 
 class Worker:
@@ -198,13 +198,13 @@ class Worker:
         if not batch:
             return NOTHING
         if core.gate is None:
-            if most is not None:  # a handler thread runs it through: leased as a whole, its lease in the mark's place
-                return batch, len(batch), core.admit_run(batch, now_ms()), None, True
+            if most is not None:  # a handler thread runs it through, leased as a whole
+                return batch, len(batch), None, None, core.admit_run(batch, now_ms())
             keys = lease_keys(batch)  # once, for the leases and for the handler threads' checks
-            return core.admit(batch, now_ms(), keys), len(batch), None, keys, False
+            return core.admit(batch, now_ms(), keys), len(batch), None, keys, None
         # (a handler thread's turn runs the batch in order itself when it can: `WorkerCore.admit_ordered`)
-        heads, mark, keys, in_order = core.admit_ordered(batch, now_ms(), in_order=most is not None)
-        return heads, len(batch), mark, keys, in_order
+        heads, mark, heads_keys, run_lease = core.admit_ordered(batch, now_ms(), in_order=most is not None)
+        return heads, len(batch), mark, heads_keys, run_lease
 
     def _flow(self, client: KmqClient, threads: HandlerThreads) -> None:
         """Ordered: start the retries that are due; pause full partitions, resume those with room again."""

@@ -44,9 +44,9 @@ QUICK_S = 0.00002
 LEAD_GAP_S = 0.02
 LEAD_WAIT_S = 0.05  # longest wait for room of a handler thread that takes turns (then it looks at its queue again)
 Chunk = tuple[list[Message], list[int] | None, int | None]  # messages, their lease keys (None: not known), mark
-# What a turn received: as `submit` takes them, and whether the thread runs them all itself (`_run_batch`; unordered,
-# the mark's place then holds the run's lease, `WorkerCore.admit_run`)
-Led = tuple[list[Message], int, int | None, list[int] | None, bool]
+# What a turn received: as `submit` takes them, and, when the thread runs them all itself (`_run_batch`), the run's
+# lease (`WorkerCore.admit_run`; else None)
+Led = tuple[list[Message], int, int | None, list[int] | None, int | None]
 
 
 class HandlerThreads:
@@ -178,11 +178,8 @@ class HandlerThreads:
             led = self._lead(self)
             if led and led[0]:
                 self.batches_led += 1
-            if led and led[4]:  # registered before the role is given back: the next turn sees it (`take_over`)
-                if self._core.gate is None:
-                    run = self._current = _Run(led[0], None, 0, lease=led[2])
-                else:
-                    run = self._current = _Run(led[0], led[3] or lease_keys(led[0]), led[2] or 0)
+            if led and led[4] is not None:  # registered before the role is given back: the next turn sees it
+                run = self._current = _Run(led[0], led[3], led[2] or 0, lease=led[4])
                 self.batches_in_order += self._core.gate is not None
         finally:
             self._led_at = time.perf_counter()
@@ -685,7 +682,7 @@ class _Run:
 
     def __init__(self, messages: list[Message], keys: list[int] | None, mark: int, lease: int | None = None) -> None:
         self.messages, self.keys, self.mark = messages, keys, mark
-        self.lease = lease  # unordered: the run's lease (`WorkerCore.admit_run`), its messages' keys then unneeded
+        self.lease = lease  # the run's lease (`WorkerCore.admit_run`): its messages' keys are needed only without it
         self.left = iter(messages)
         self.chunk_at = time.perf_counter()
         self.finished = 0

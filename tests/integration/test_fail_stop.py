@@ -101,8 +101,8 @@ def said(tmp_path: Path) -> str:
     "target",
     [
         "kmq.worker.runtime:Worker._tend",  # the lease thread
-        "kmq.worker.core:WorkerCore.settle_ok",  # a handler thread (queued chunks and quick runs alike)
-        "kmq.worker.core:WorkerCore.admit",  # the loop thread
+        "kmq.worker.core:WorkerCore._count_ok",  # a handler thread (queued chunks and quick runs alike)
+        "kmq.worker.runtime:Worker._turn",  # a receiving turn (the loop's, or a handler thread's: quick handlers)
     ],
 )
 def test_a_worker_thread_that_dies_stops_the_worker_process(

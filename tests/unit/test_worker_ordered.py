@@ -179,7 +179,7 @@ def test_heads_received_while_the_breaker_is_open_are_not_let_start_and_a_revoca
     with core.lock:
         core.record_outcome(FAILED, NOW)
     a0 = keyed(0, 0, b"a")
-    assert core.admit_ordered([a0], NOW) == ([a0], UNMARKED, lease_keys([a0]), False)
+    assert core.admit_ordered([a0], NOW) == ([a0], UNMARKED, lease_keys([a0]), None)
     assert gate.revoked({0}) == [a0]
     assert not core.leases.held
 
@@ -231,8 +231,8 @@ def test_a_run_in_order_handed_over_keeps_its_running_message_started_whatever_t
     # given a batch admitted to run in order outside the lanes, then the breaker open while its first message runs
     core, gate = gated(breaker_min_calls=1, breaker_backoff_ms=1000)
     a0, a1, b2 = keyed(0, 0, b"a"), keyed(0, 1, b"a"), keyed(0, 2, b"b")
-    heads, mark, _, in_order = core.admit_ordered([a0, a1, b2], NOW, in_order=True)
-    assert in_order and heads == [a0, a1, b2] and gate.in_order and gate.lanes.idle
+    heads, mark, _, run_lease = core.admit_ordered([a0, a1, b2], NOW, in_order=True)
+    assert run_lease is not None and heads == [a0, a1, b2] and gate.in_order and gate.lanes.idle
     with core.lock:
         core.record_outcome(FAILED, NOW)
         # when the run is taken over: a0 (running) and the rest enter the lanes

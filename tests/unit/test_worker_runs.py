@@ -57,16 +57,16 @@ class Receiver:
         if gate is not None:
             threads.submit(gate.retries_due(now_ms()))
             if threads.queued():
-                return [], 0, None, None, False
+                return [], 0, None, None, None
         with self.lock:
             batch = self.batches.pop(0) if self.batches else None
         if batch is None:
             time.sleep(IDLE_S)  # (a receive's poll timeout: nothing arrived)
-            return [], 0, None, None, False
-        if gate is None:  # leased as a whole, the lease in the mark's place
-            return batch, len(batch), self.core.admit_run(batch, now_ms()), None, True
-        heads, mark, keys, in_order = self.core.admit_ordered(batch, now_ms(), in_order=True)
-        return heads, len(batch), mark, keys, in_order
+            return [], 0, None, None, None
+        if gate is None:  # leased as a whole
+            return batch, len(batch), None, None, self.core.admit_run(batch, now_ms())
+        heads, mark, keys, run_lease = self.core.admit_ordered(batch, now_ms(), in_order=True)
+        return heads, len(batch), mark, keys, run_lease
 
 
 class Calls:
