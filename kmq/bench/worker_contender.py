@@ -20,10 +20,16 @@ from kmq.worker import Ordering, Worker, WorkerConfig
 CONCURRENCY = 8
 
 
+JOIN_POLL_S = 0.05  # how often `prepare` looks whether the worker's consumer has its partitions
+
+
 class WorkerContender:
     """The window opens when the first message reaches the handler and ends once the last one is handled and every
     END is durable (`flush()`), as for the kmq contender. Prefetch is 2 x batch: it receives once `batch` messages
-    have room, so its receives are as large as kmq's."""
+    have room, so its receives are as large as kmq's.
+
+    Like for like with the kmq contender, the worker starts before GO: it makes its client and joins its group, and
+    its partitions are paused until GO."""
 
     def __init__(
         self, config: KmqConfig, batch: int, ordering: Ordering = Ordering.NONE, work_us: int = 0, messages: int = 0
@@ -35,6 +41,7 @@ class WorkerContender:
         settings = WorkerConfig(concurrency=CONCURRENCY, prefetch=2 * batch, ordering=ordering)
         self._worker = Worker(self._handler(work_us), config, settings=settings)
         self._thread: Any = None
+        self._paused: set[int] = set()
 
     def _handler(self, work_us: int) -> Callable[[Message], None]:
         """The same no-op processing as the other contenders (`work_us` of CPU burnt, if any), plus a count: a
@@ -59,11 +66,35 @@ class WorkerContender:
         return int(self._worker.metrics.value("kmq_worker_processed_total"))
 
     def prepare(self, deadline: float) -> None:
-        """Nothing before GO: the worker joins its group then; the window opens at the first message handled."""
+        """Start the worker, and pause its partitions once its consumer has them (the queue is still empty)."""
+        self._thread = self._worker.run_in_thread()
+        while not self._paused:
+            if self._worker.failure is not None:
+                raise BenchError(f"the worker stopped before GO: {self._worker.failure}")
+            if time.monotonic() > deadline:
+                raise BenchError("the worker got no partitions of its queue in time")
+            client = self._worker.client
+            if client is not None and self._worker.ready.wait(JOIN_POLL_S):
+                self._paused = self._pause(client)
+            if not self._paused:
+                time.sleep(JOIN_POLL_S)  # (the group's assignment comes with one of the worker's receives)
+
+    @staticmethod
+    def _pause(client: Any) -> set[int]:
+        """Pause the partitions the client's consumer has, if any (the bench reaches into the client, which has
+        no public view of its assignment); those paused."""
+        with client._turns.call():
+            topic = client.config.queue_topic
+            assigned = {tp.partition for tp in client._consumer.assignment() if tp.topic == topic}
+        if assigned:
+            client.pause(assigned)
+        return assigned
 
     def run(self, clock: BatchClock, progress: Callable[[int], None], stall_s: float) -> dict[str, Any]:
         self._target = clock.target
-        self._thread = self._worker.run_in_thread()
+        client = self._worker.client
+        if client is not None:
+            client.resume(self._paused)
         last_change = time.perf_counter()
         # Sampling the handler's count for progress reports meanwhile, as often as the other contenders report theirs
         while not self._reached.wait(PROGRESS_INTERVAL_S):
