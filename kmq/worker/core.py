@@ -145,6 +145,7 @@ class WorkerCore:
         assert gate is not None
         gate.in_order = False
         self.leases.unrun_all()  # (the run's rest is looked up by key from now on)
+        first = rest[0] if rest else None
         if gate.revocations != mark:
             revoked_at = gate.revoked_at
             for msg in rest:
@@ -153,7 +154,7 @@ class WorkerCore:
             rest = [msg for msg in rest if revoked_at.get(msg.partition, mark) <= mark]
         closed = self.breaker.state is BreakerState.CLOSED
         heads = []
-        if rest and first_ran:  # it ran or runs: started whatever the breaker (a revocation then leaves it to finish)
+        if rest and first_ran and rest[0] is first:  # it ran or runs: started whatever the breaker (unless revoked)
             heads = gate.lanes.offer(rest[:1], now_ms, running=True)
             rest = rest[1:]
         heads += gate.lanes.offer(rest, now_ms, running=closed)
@@ -228,13 +229,18 @@ class WorkerCore:
             gate.lanes.started(msg)
             return True
 
-    def finish(self, msg: Message, outcome: Outcome) -> bool:
+    def finish(self, msg: Message, outcome: Outcome, run_lease: int | None = None) -> bool:
         """The handler returned; True when the caller must settle the message (it still holds the lease).
+        `run_lease`: `msg` is the next unsettled message of that run (`admit_run`), counted off it while the run is
+        leased as a whole.
 
         Successes reach the breaker in bulk (before any failure is counted, and once per loop turn): a success is
         an integer increment here."""
         with self.lock:
-            owned = self.leases.remove(lease_key(msg))
+            if run_lease is not None and self.leases.settle_run(run_lease, 1):
+                owned = True
+            else:
+                owned = self.leases.remove(lease_key(msg))
             if owned:
                 if outcome is OK and self.breaker.state is BreakerState.CLOSED:
                     self.processed += 1

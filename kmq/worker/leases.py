@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import heapq
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Generic, TypeVar
@@ -150,7 +150,7 @@ class LeaseSchedule(Generic[K, T]):
         self._removed(seq, 1)
         return True
 
-    def remove_all(self, keys: Iterable[K]) -> list[int | None]:
+    def remove_all(self, keys: Sequence[K]) -> list[int | None]:
         """`remove` for many keys: for each, its entry's sequence number (true) when it was held, else None. The
         removals run in C (`map`), and the entries are counted down once per entry, not once per key."""
         seqs = list(map(self.held.pop, keys, repeat(None)))
@@ -188,9 +188,11 @@ class LeaseSchedule(Generic[K, T]):
         return len(self.held) + self._run_live
 
     def __contains__(self, key: object) -> bool:
-        if key not in self.held:
-            self.unrun_all()
-        return key in self.held
+        """(A pure read: a run's keys are computed here, not entered.)"""
+        if key in self.held:
+            return True
+        key_of = self._key_of
+        return key_of is not None and any(key in key_of(list(e.items[e.done :])) for e in self._runs.values())
 
     def items(self) -> list[T]:
         """The items of every lease held."""

@@ -441,8 +441,8 @@ class HandlerThreads:
                     owned = core.settle_ok(done, run.lease_keys()[start : start + ran])
         if going_on:
             self._acknowledge(owned)
-            if failed is not None:  # unordered: settled alone, and the run goes on
-                self._settle_failed(failed, error)
+            if failed is not None:  # unordered: settled alone (the run's next message), and the run goes on
+                self._settle_failed(failed, error, run.lease)
             return True
         if stops:
             self.take_over(run, failed)  # (taken over meanwhile: that entered the same message as its lane's head)
@@ -464,11 +464,11 @@ class HandlerThreads:
             # (else dropped by the take-over, its partition revoked: its START runs out, the tracker redelivers it)
         return False
 
-    def _settle_failed(self, msg: Message, error: Exception | None) -> None:
-        """Unordered: a handler raised `error` on `msg`."""
+    def _settle_failed(self, msg: Message, error: Exception | None, run_lease: int | None = None) -> None:
+        """Unordered: a handler raised `error` on `msg` (`run_lease`: the next message of that run, `finish`)."""
         assert error is not None
         outcome = outcome_of(error, msg)
-        if self._core.finish(msg, outcome):
+        if self._core.finish(msg, outcome, run_lease):
             settle(self._client, msg, outcome)
 
     def take_over(self, run: _Run | None = None, failed: Message | None = None) -> None:

@@ -187,3 +187,21 @@ def test_the_items_of_a_run_are_its_unsettled_ones_and_a_keyed_lease_beside_it_i
     assert sorted(leases.items()) == ["b", "c", "k"]
     leases.unrun(run)  # (done already by items(): a second time changes nothing)
     assert len(leases) == 3 and 1 in leases
+
+
+def test_a_failure_counted_off_its_run_leaves_a_lease_of_the_same_key_held_elsewhere_alone() -> None:
+    # (the worker settles a run's failed message with `settle_run`, not by key: the same offset received again while
+    # its first copy runs holds that key under another lease, which a removal by key would take instead)
+    leases = schedule()
+    leases.add(ord("b"), "old b", 0, 3_000)
+    run = run_of(leases, "abcd")
+    assert leases.settle_run(run, 1) and leases.settle_run(run, 1)  # a ran, then b raised
+    assert leases.settle_run(run, 2) and not leases.run_held(run)  # c and d ran: the run is settled
+    assert len(leases) == 1 and leases.due(2_000).extend == [("old b", 3_000)]
+
+
+def test_looking_a_key_up_keys_no_run() -> None:
+    leases = schedule()
+    run = run_of(leases, "ab")
+    assert ord("b") in leases and ord("z") not in leases
+    assert leases.run_held(run) and leases.held == {}

@@ -227,6 +227,24 @@ def test_the_ordering_flag_refuses_an_unknown_value() -> None:
     assert "sideways" in result.output
 
 
+def test_a_run_in_order_handed_over_after_its_running_message_was_revoked_lets_nothing_else_past_the_breaker() -> None:
+    # given a batch admitted to run in order over partitions 0 and 1, then partition 0 revoked and the breaker open
+    # while a0 runs
+    core, gate = gated(breaker_min_calls=1, breaker_backoff_ms=1000)
+    a0, b1, c2 = keyed(0, 0, b"a"), keyed(1, 1, b"b"), keyed(1, 2, b"c")
+    _, mark, _, run_lease = core.admit_ordered([a0, b1, c2], NOW, in_order=True)
+    assert run_lease is not None
+    gate.revoked({0})
+    with core.lock:
+        core.record_outcome(FAILED, NOW)
+        # when the run is taken over with a0 as the message it ran
+        heads, head_mark = core.hand_over_locked([a0, b1, c2], mark, NOW, first_ran=True)
+    # then a0 is dropped with its partition, and b1, which never ran, was not let start in its place: a revocation
+    # of partition 1 drops it as it drops c2
+    assert heads == [b1, c2] and head_mark == UNMARKED and (0, 0) not in leased(core)
+    assert sorted(msg.offset for msg in gate.revoked({1})) == [1, 2]
+
+
 def test_a_run_in_order_handed_over_keeps_its_running_message_started_whatever_the_breaker() -> None:
     # given a batch admitted to run in order outside the lanes, then the breaker open while its first message runs
     core, gate = gated(breaker_min_calls=1, breaker_backoff_ms=1000)

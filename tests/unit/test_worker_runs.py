@@ -258,12 +258,64 @@ def test_an_unordered_run_whose_leases_are_extended_or_whose_handler_raises_runs
         wait_for(lambda: core.outstanding == 0, WAIT_S, what="the failure settled")
     finally:
         threads.stop()
-    # the unsettled rest was extended (the message running then included), each other message once
-    assert extended == list(range(offset + 100, offset + 400))
+    # the unsettled rest was extended (the chunk running then included), and each message ran once
+    assert extended[0] <= offset + 100 and extended == list(
+        range(extended[0], offset + 400)
+    )  # (from its chunk's first)
     assert calls.offsets(offset) == list(range(offset, offset + 400))  # in one run, each once
     assert len({thread for o, thread, _ in calls.calls if o >= offset}) == 1
     assert set(client.acked) == set(range(offset + 400)) - {offset + 250}
     assert client.nacked == Counter({offset + 250: 1}) and died == []
+
+
+@pytest.mark.usefixtures("lenient")
+def test_a_key_ordered_run_extended_mid_run_then_failing_hands_its_keyed_rest_to_the_lanes() -> None:
+    core, threads, client, calls, receiver, died = started(Ordering.KEY)
+    gate = core.gate
+    assert gate is not None
+    try:
+        offset = warmed_up(core, threads, client, keyed=True)
+        extended: list[int] = []
+
+        def extend_all() -> None:
+            with core.lock:
+                extended.extend(msg.offset for msg, _ in core.due(now_ms() + 29_500).extend)
+
+        calls.at, calls.then, calls.failing = offset + 30, extend_all, offset + 85  # key 5 of 20
+        receiver.send([keyed(o, 20) for o in range(offset, offset + 200)])
+        wait_for(lambda: sum(client.acked.values()) == offset + 200, WAIT_S, what="the batch acknowledged")
+        wait_for(lambda: core.outstanding == 0 and gate.lanes.idle, WAIT_S, what="all settled")
+    finally:
+        threads.stop()
+    assert extended and extended[0] <= offset + 30 and extended == list(range(extended[0], offset + 200))
+    ran = calls.offsets(offset)
+    assert sorted(ran) == sorted([*range(offset, offset + 200), offset + 85])
+    assert [o for o in ran if (o - offset) % 20 == 5] == [
+        offset + 5,
+        offset + 25,
+        offset + 45,
+        offset + 65,
+        offset + 85,
+        *range(offset + 85, offset + 200, 20),
+    ]
+    assert client.acked == Counter(range(offset + 200)) and client.nacked == Counter() and died == []
+    assert not gate.in_order
+
+
+@pytest.mark.usefixtures("lenient")
+def test_an_unordered_run_whose_handler_raises_with_no_extension_settles_each_once() -> None:
+    core, threads, client, calls, receiver, died = started(Ordering.NONE)
+    try:
+        offset = warmed_up(core, threads, client, keyed=False)
+        calls.failing = offset + 150
+        receiver.send([keyed(o, 10) for o in range(offset, offset + 400)])
+        wait_for(lambda: sum(client.acked.values()) == offset + 399, WAIT_S, what="the batch acknowledged")
+        wait_for(lambda: core.outstanding == 0, WAIT_S, what="the failure settled")
+    finally:
+        threads.stop()
+    assert calls.offsets(offset) == list(range(offset, offset + 400))
+    assert client.acked == Counter(set(range(offset + 400)) - {offset + 150})
+    assert client.nacked == Counter({offset + 150: 1}) and died == []
 
 
 def test_an_unordered_run_whose_handler_turns_slow_queues_the_rest_for_the_other_threads() -> None:
