@@ -67,7 +67,23 @@ def ensure_topics(
     _await_metadata(config, (config.queue_topic, config.markers_topic, config.dead_letter_topic), timeout_s, admin)
     if len(metadata.brokers) > 1:
         _await_every_broker(config, metadata, timeout_s)
-    check_topics(config, timeout_s, admin)
+    _check_created(config, timeout_s, admin)
+
+
+def _check_created(config: KmqConfig, timeout_s: float, admin: AdminClient) -> None:
+    """`check_topics` right after the topics were made: a broker that has not learned of them yet answers that one
+    is missing (in a cluster a client's metadata request may go to any broker), so that is asked again until the
+    timeout. Any other verdict stands at once."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            check_topics(config, max(0.1, deadline - time.monotonic()), admin)
+        except TopicMissingError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(_METADATA_POLL_S)
+        else:
+            return
 
 
 def _await_every_broker(config: KmqConfig, metadata: ClusterMetadata, timeout_s: float) -> None:
