@@ -45,6 +45,7 @@ class WorkerCore:
             settings.margin_ms(config.msg_timeout_ms),
             settings.extension_ms(config.msg_timeout_ms),
             settings.max_processing_ms,
+            keys_of=lease_keys,
         )
         self.breaker = CircuitBreaker(
             settings.breaker_window_ms,
@@ -89,13 +90,13 @@ class WorkerCore:
         (`HandlerThreads._run_batch`): leased as a whole (`LeaseSchedule.add_run`), with no key per message unless
         something turns it into keyed leases. Returns the run's lease (its sequence number)."""
         with self.lock:
-            return self.leases.add_run(messages, lease_keys, now_ms, messages[0].deadline_ms)
+            return self.leases.add_run(messages, now_ms, messages[0].deadline_ms)
 
-    def settle_run_ok(self, run_lease: int, messages: list[Message], keys: list[int] | None) -> list[Message]:
-        """`settle_ok` for the next messages of a run leased as a whole (with `lock` held); `keys`: theirs, if
-        known (needed only when the run was turned into keyed leases meanwhile)."""
+    def settle_run_ok(self, run_lease: int, messages: list[Message]) -> list[Message]:
+        """`settle_ok` for the next messages of a run leased as a whole (with `lock` held), by key once the run was
+        turned into keyed leases."""
         if not self.leases.settle_run(run_lease, len(messages)):
-            return self.settle_ok(messages, lease_keys(messages) if keys is None else keys)
+            return self.settle_ok(messages, lease_keys(messages))
         self._count_ok(messages)
         return messages
 
@@ -124,7 +125,7 @@ class WorkerCore:
             closed = self.breaker.state is BreakerState.CLOSED
             if in_order and closed and gate.lanes.idle and not gate.in_order:
                 gate.in_order = True
-                return messages, gate.revocations, None, self.leases.add_run(messages, lease_keys, now_ms, deadline_ms)
+                return messages, gate.revocations, None, self.leases.add_run(messages, now_ms, deadline_ms)
             if keys is None:
                 keys = lease_keys(messages)
             self.leases.add_all(keys, messages, now_ms, deadline_ms)
@@ -140,11 +141,11 @@ class WorkerCore:
         now would, and the run ends. Those of partitions revoked since the run's `mark` are dropped, unsettled, as
         the lanes drop what waits (`OrderGate.revoked`). `first_ran`: the first of `rest` ran or runs; kept, it is its
         lane's head, let start whatever the breaker, and its thread finishes it. Returns the messages that may start
-        now (let start while the breaker is closed; that first one among them when kept) and their mark."""
+        now (let start while the breaker is closed; that first one among them when kept) and their mark. The run's
+        leases are keyed already (`HandlerThreads.take_over` turns them so first)."""
         gate = self.gate
         assert gate is not None
         gate.in_order = False
-        self.leases.unrun_all()  # (the run's rest is looked up by key from now on)
         first = rest[0] if rest else None
         if gate.revocations != mark:
             revoked_at = gate.revoked_at

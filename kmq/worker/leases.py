@@ -53,15 +53,22 @@ class LeaseSchedule(Generic[K, T]):
     set off full ones); a worker's keys are ints too (`lease_key`). An entry whose leases are all
     removed is dropped at once, with its items: its heap slot, two ints, waits for its deadline.
 
-    A batch that one thread runs through in order (`add_run`) is leased as a whole: no key of it enters `held`, and
-    `settle_run` counts its settled prefix. Any other look at its leases (`due`, a `remove` of one of its keys,
-    `unrun` when the run is taken over, `items`) first turns its unsettled rest into keyed leases of the same entry,
-    so the schedule means the same with or without runs; `len` counts both.
+    A batch that one thread runs through in order (`add_run`, with `keys_of` given) is leased as a whole: no key of
+    it enters `held`, and `settle_run` counts its settled prefix. Any other look at its leases (`due`, a `remove` of
+    one of its keys, `unrun` when the run is taken over, `items`) first turns its unsettled rest into keyed leases of
+    the same entry, so the schedule means the same with or without runs; `len` counts both.
 
     A lease is extended once its deadline is `margin_ms` away, by `extension_ms` — but never past
     `received_ms + max_processing_ms`; at that bound it expires instead."""
 
-    def __init__(self, margin_ms: int, extension_ms: int, max_processing_ms: int) -> None:
+    def __init__(
+        self,
+        margin_ms: int,
+        extension_ms: int,
+        max_processing_ms: int,
+        keys_of: Callable[[list[T]], list[K]] | None = None,
+    ) -> None:
+        """`keys_of(items)`: their keys (for `add_run`, whose keys are computed only when a run turns keyed)."""
         if extension_ms <= margin_ms:
             raise ValueError(f"a lease extension ({extension_ms} ms) must be longer than the margin ({margin_ms} ms)")
         self.margin_ms, self.extension_ms, self.max_processing_ms = margin_ms, extension_ms, max_processing_ms
@@ -71,7 +78,7 @@ class LeaseSchedule(Generic[K, T]):
         self._seq = 0
         self._runs: dict[int, _Entry[K, T]] = {}  # entries leased as a whole (`add_run`), no key of theirs in `held`
         self._run_live = 0  # their unsettled messages
-        self._key_of: Callable[[list[T]], list[K]] | None = None  # (`add_run`: how a run's rest gets its keys)
+        self._keys_of = keys_of
 
     def add(self, key: K, item: T, received_ms: int, deadline_ms: int) -> None:
         self.add_all([key], [item], received_ms, deadline_ms)
@@ -89,16 +96,16 @@ class LeaseSchedule(Generic[K, T]):
         self._entries[seq] = _Entry(keys, items, received_ms, len(keys))
         heapq.heappush(self._heap, (deadline_ms, seq))
 
-    def add_run(self, items: list[T], keys_of: Callable[[list[T]], list[K]], received_ms: int, deadline_ms: int) -> int:
+    def add_run(self, items: list[T], received_ms: int, deadline_ms: int) -> int:
         """Leases for a batch one thread runs in order, held as one (see the class docstring): its entry's sequence
-        number, for `run_held` and `settle_run`. `keys_of(items)`: their keys, computed only if the run is turned
-        into keyed leases."""
+        number, for `run_held` and `settle_run`."""
+        if self._keys_of is None:
+            raise ValueError("a run's leases need the schedule's keys_of")
         self._seq += 1
         seq = self._seq
         entry = _Entry[K, T]([], items, received_ms, len(items))
         self._entries[seq] = self._runs[seq] = entry
         self._run_live += len(items)
-        self._key_of = keys_of
         heapq.heappush(self._heap, (deadline_ms, seq))
         return seq
 
@@ -124,9 +131,9 @@ class LeaseSchedule(Generic[K, T]):
         entry = self._runs.pop(seq, None)
         if entry is None:
             return
-        assert self._key_of is not None
+        assert self._keys_of is not None  # (checked by `add_run`)
         rest = entry.items[entry.done :]
-        keys = self._key_of(list(rest))
+        keys = self._keys_of(list(rest))
         entry.keys, entry.items, entry.done = keys, rest, 0
         self._run_live -= entry.live
         entry.live = len(keys)
@@ -191,8 +198,8 @@ class LeaseSchedule(Generic[K, T]):
         """(A pure read: a run's keys are computed here, not entered.)"""
         if key in self.held:
             return True
-        key_of = self._key_of
-        return key_of is not None and any(key in key_of(list(e.items[e.done :])) for e in self._runs.values())
+        keys_of = self._keys_of
+        return keys_of is not None and any(key in keys_of(list(e.items[e.done :])) for e in self._runs.values())
 
     def items(self) -> list[T]:
         """The items of every lease held."""

@@ -179,7 +179,7 @@ class HandlerThreads:
             if led and led[0]:
                 self.batches_led += 1
             if led and led[4] is not None:  # registered before the role is given back: the next turn sees it
-                run = self._current = _Run(led[0], led[3], led[2] or 0, lease=led[4])
+                run = self._current = _Run(led[0], led[2] or 0, led[4])
                 self.batches_in_order += self._core.gate is not None
         finally:
             self._led_at = time.perf_counter()
@@ -389,7 +389,7 @@ class HandlerThreads:
                     or (gate is not None and run.mark != gate.revocations)
                     or breaker.state is not BreakerState.CLOSED
                     or not (
-                        (run.lease is not None and leases.run_held(run.lease))
+                        leases.run_held(run.lease)
                         or all(map(leases.held.__contains__, run.lease_keys()[start : start + size]))
                     )
                 ):
@@ -435,10 +435,7 @@ class HandlerThreads:
             going_on = not run.taken and not stops
             if going_on:
                 run.finished = start + ran + (failed is not None)
-                if run.lease is not None:
-                    owned = core.settle_run_ok(run.lease, done, None)
-                else:
-                    owned = core.settle_ok(done, run.lease_keys()[start : start + ran])
+                owned = core.settle_run_ok(run.lease, done)
         if going_on:
             self._acknowledge(owned)
             if failed is not None:  # unordered: settled alone (the run's next message), and the run goes on
@@ -485,8 +482,7 @@ class HandlerThreads:
                 return
             run.taken = True
             rest = list(run.left)  # (atomic: each message goes to this list or to the run's next pull, never both)
-            if run.lease is not None:
-                core.leases.unrun(run.lease)  # the rest goes through the queue's checks, which look keys up
+            core.leases.unrun(run.lease)  # the rest goes through the queue's (or lanes') checks, which look keys up
             if gate is None:
                 heads, mark = rest, None
             else:
@@ -680,9 +676,10 @@ class _Run:
     to the run as each starts or all at once to a `take_over`; `finished`: how many the run settled (written under
     the core's lock, as are `taken`, `over` and `head`)."""
 
-    def __init__(self, messages: list[Message], keys: list[int] | None, mark: int, lease: int | None = None) -> None:
-        self.messages, self.keys, self.mark = messages, keys, mark
-        self.lease = lease  # the run's lease (`WorkerCore.admit_run`): its messages' keys are needed only without it
+    def __init__(self, messages: list[Message], mark: int, lease: int) -> None:
+        self.messages, self.mark = messages, mark
+        self.lease = lease  # the run's lease (`WorkerCore.admit_run`): keys are needed only once it turned keyed
+        self.keys: list[int] | None = None  # (`lease_keys`)
         self.left = iter(messages)
         self.chunk_at = time.perf_counter()
         self.finished = 0

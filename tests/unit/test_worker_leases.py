@@ -13,7 +13,7 @@ from kmq.worker.leases import LeaseSchedule, lease_key, lease_keys
 
 
 def schedule(max_processing_ms: int = 10_000) -> LeaseSchedule[int, str]:
-    return LeaseSchedule(margin_ms=1_000, extension_ms=3_000, max_processing_ms=max_processing_ms)
+    return LeaseSchedule(margin_ms=1_000, extension_ms=3_000, max_processing_ms=max_processing_ms, keys_of=keys_of)
 
 
 def test_nothing_is_due_before_the_margin() -> None:
@@ -140,7 +140,7 @@ def keys_of(items: list[str]) -> list[int]:
 
 
 def run_of(leases: LeaseSchedule[int, str], items: str, deadline_ms: int = 3_000) -> int:
-    return leases.add_run(list(items), keys_of, received_ms=0, deadline_ms=deadline_ms)
+    return leases.add_run(list(items), received_ms=0, deadline_ms=deadline_ms)
 
 
 def test_a_run_is_leased_as_a_whole_and_forgotten_once_settled() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import cast
 
 import pytest
@@ -16,7 +17,6 @@ from kmq.message import Message
 from kmq.worker import threads as threads_module
 from kmq.worker.config import WorkerConfig
 from kmq.worker.core import WorkerCore, now_ms
-from kmq.worker.leases import lease_keys
 from kmq.worker.metrics import WorkerMetrics
 from kmq.worker.ordering import Ordering
 from kmq.worker.threads import HandlerThreads, Led, _Run
@@ -125,6 +125,17 @@ def warmed_up(core: WorkerCore, threads: HandlerThreads, client: Settled, keyed:
         assert offset < 50_000, "the handlers were never measured quick"
     wait_for(threads.led_recently, WAIT_S, what="a handler thread receiving")
     return offset
+
+
+def extending_all(core: WorkerCore, extended: list[int]) -> Callable[[], None]:
+    """The lease thread's tick with every lease near its deadline (messages at 30 s): the offsets it extends go to
+    `extended`."""
+
+    def extend() -> None:
+        with core.lock:
+            extended.extend(msg.offset for msg, _ in core.due(now_ms() + 29_500).extend)
+
+    return extend
 
 
 def keyed(offset: int, keys: int, partitions: int = 1) -> Message:
@@ -247,12 +258,7 @@ def test_an_unordered_run_whose_leases_are_extended_or_whose_handler_raises_runs
     try:
         offset = warmed_up(core, threads, client, keyed=False)
         extended: list[int] = []
-
-        def extend_all() -> None:  # the lease thread's tick, with every lease near its deadline
-            with core.lock:
-                extended.extend(msg.offset for msg, _ in core.due(now_ms() + 29_500).extend)
-
-        calls.at, calls.then, calls.failing = offset + 100, extend_all, offset + 250
+        calls.at, calls.then, calls.failing = offset + 100, extending_all(core, extended), offset + 250
         receiver.send([keyed(o, 10) for o in range(offset, offset + 400)])
         wait_for(lambda: sum(client.acked.values()) == offset + 399, WAIT_S, what="the batch acknowledged")
         wait_for(lambda: core.outstanding == 0, WAIT_S, what="the failure settled")
@@ -276,12 +282,7 @@ def test_a_key_ordered_run_extended_mid_run_then_failing_hands_its_keyed_rest_to
     try:
         offset = warmed_up(core, threads, client, keyed=True)
         extended: list[int] = []
-
-        def extend_all() -> None:
-            with core.lock:
-                extended.extend(msg.offset for msg, _ in core.due(now_ms() + 29_500).extend)
-
-        calls.at, calls.then, calls.failing = offset + 30, extend_all, offset + 85  # key 5 of 20
+        calls.at, calls.then, calls.failing = offset + 30, extending_all(core, extended), offset + 85  # key 5 of 20
         receiver.send([keyed(o, 20) for o in range(offset, offset + 200)])
         wait_for(lambda: sum(client.acked.values()) == offset + 200, WAIT_S, what="the batch acknowledged")
         wait_for(lambda: core.outstanding == 0 and gate.lanes.idle, WAIT_S, what="all settled")
@@ -380,9 +381,7 @@ def test_the_receiving_loop_does_not_receive_beside_a_run_until_its_chunk_stalls
     core, threads, client, calls, _, died = started(Ordering.NONE)
     try:
         batch = [keyed(o, 10) for o in range(20)]
-        keys = lease_keys(batch)
-        core.admit(batch, now_ms(), keys)
-        run = threads._current = _Run(batch, keys, 0)  # a run whose thread is in its first chunk now
+        run = threads._current = _Run(batch, 0, core.admit_run(batch, now_ms()))  # its thread is in its first chunk
         assert not threads.take_over_stalled() and not run.taken and threads._current is run
         run.chunk_at -= 2 * threads_module.LEAD_GAP_S  # its chunk has taken past LEAD_GAP_S
         assert threads.take_over_stalled() and run.taken and threads._current is None
