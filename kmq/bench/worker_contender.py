@@ -74,7 +74,7 @@ class WorkerContender:
             if time.monotonic() > deadline:
                 raise BenchError("the worker got no partitions of its queue in time")
             client = self._worker.client
-            if client is not None and self._worker.ready.wait(JOIN_POLL_S):
+            if client is not None and self._worker.ready.is_set():
                 self._paused = self._pause(client)
             if not self._paused:
                 time.sleep(JOIN_POLL_S)  # (the group's assignment comes with one of the worker's receives)

@@ -9,9 +9,15 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kmq.bench.measure import BatchClock
+from kmq.bench.preload import preload
+from kmq.bench.worker_contender import WorkerContender
+from kmq.config import KmqConfig
 from kmq.embedded import KafkaCluster
 from tests.conftest import backend_under_test
 
@@ -141,3 +147,22 @@ def test_each_consumer_contender_runs_at_each_work_value_in_the_same_rounds(
     work_goal = next(t for t in data["targets"] if "handlers burning 20 µs/msg" in t["name"])
     assert work_goal["measured"] == rows["kmq-batch@20us"]["ratio_to_plain"] > 0
     assert "plain@20us" in out
+
+
+def test_the_worker_contender_joins_before_go_and_handles_nothing_until_then(
+    make_config: Callable[..., KmqConfig],
+) -> None:
+    """Like for like with the bare client: the worker makes its client and joins its group in `prepare`, its
+    partitions paused, so the messages preloaded after that wait for GO and the window opens after it."""
+    config = make_config(partitions=2)
+    contender = WorkerContender(config, batch=100, messages=200)
+    try:
+        contender.prepare(time.monotonic() + 60)
+        assert contender._paused == {0, 1}
+        preload(config, 200, 100, 2)
+        clock = BatchClock(200)
+        clock.start()
+        figures = contender.run(clock, lambda done: None, 60)
+    finally:
+        contender.close()
+    assert figures["messages"] == 200 and clock.opened >= clock.started
